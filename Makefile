@@ -1,0 +1,38 @@
+# The user's entry points. `make run` and `make test` each do their own set-up.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+LFC    := $(VENV)/bin/lfc
+STAMP  := $(VENV)/.installed
+MAIN   ?= CartPolePPO
+LF_PROGRAMS := $(wildcard lf_src/*.lf)
+
+.PHONY: install build run test bench graph clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[rl,test]'
+	touch $(STAMP)
+
+build: install
+	@for f in $(LF_PROGRAMS); do echo "lfc $$f"; $(LFC) $$f || exit 1; done
+
+run: build
+	./bin/$(MAIN)
+
+test: install
+	$(PY) -m pytest -q -n auto tests
+
+bench: install
+	$(PY) -m bench
+
+graph: build
+	@echo "graph.json files:"; ls src-gen/*/graph.json
+
+clean:
+	rm -rf bin src-gen runs .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,3 @@
+"""Placeholder; replaced by the real command line."""
+def main():
+    raise SystemExit("lfc: not yet built")
