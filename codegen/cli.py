@@ -1,3 +1,94 @@
-"""Placeholder; replaced by the real command line."""
-def main():
-    raise SystemExit("lfc: not yet built")
+"""``lfc``: the command line of the compiler (conventions of LF's ``lfc``, spec §5.2)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from .compiler import Overrides, compile_file
+from .diagnostics import CompileError, Reporter
+from .units import UNITS
+
+VERSION = "0.1.0"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lfc", description="Compile Lingua Franca programs (target Python) into runnable "
+        "Python programs: OUT/src-gen/<Name>/ and OUT/bin/<Name>.")
+    p.add_argument("files", nargs="+", metavar="FILE.lf")
+    p.add_argument("-o", "--output-path", metavar="OUT",
+                   help="root of src-gen/ and bin/ (default: the parent of the nearest src or "
+                        "lf_src folder above the file, else the file's folder)")
+    p.add_argument("-c", "--clean", action="store_true", help="remove earlier generated code first")
+    p.add_argument("-n", "--no-compile", action="store_true",
+                   help="generate code only; skip the Python syntax check")
+    p.add_argument("-w", "--workers", type=int, help="number of workers (overrides the target property)")
+    p.add_argument("--timeout", metavar="'N UNIT'", help="logical timeout, e.g. '10 sec'")
+    p.add_argument("--fast", action="store_true", default=None, help="do not wait for physical time")
+    p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    p.add_argument("-V", "--version", action="version", version=f"lfc {VERSION}")
+    return p
+
+
+def parse_time(text: str) -> int:
+    """``'10 msec'`` -> nanoseconds. Raises ValueError for anything else."""
+    parts = text.split()
+    if len(parts) == 1 and parts[0] == "0":
+        return 0
+    if len(parts) != 2 or parts[1] not in UNITS or not parts[0].isdigit():
+        raise ValueError(f"expected '<integer> <unit>', got '{text}'")
+    return int(parts[0]) * UNITS[parts[1]][0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Compile every file named; exit status 0 on success, 1 when any error was reported."""
+    args = _parser().parse_args(argv)
+    try:
+        timeout = parse_time(args.timeout) if args.timeout else None
+    except ValueError as e:
+        print(f"lfc: error: --timeout: {e}", file=sys.stderr)
+        return 1
+    ov = Overrides(workers=args.workers, timeout=timeout, fast=args.fast)
+    status = 0
+    for f in args.files:
+        status |= _compile_one(f, args, ov)
+    return status
+
+
+def _compile_one(path: str, args, ov: Overrides) -> int:
+    rep = Reporter()
+    if not path.endswith(".lf"):
+        print(f"lfc: error: '{path}' is not a .lf file", file=sys.stderr)
+        return 1
+    if args.clean and args.output_path:
+        name = os.path.splitext(os.path.basename(path))[0]
+        shutil.rmtree(os.path.join(args.output_path, "src-gen", name), ignore_errors=True)
+    try:
+        out = compile_file(path, rep, args.output_path, ov, no_compile=args.no_compile)
+    except CompileError:
+        _print(rep, quiet=args.quiet)
+        n = len(rep.errors)
+        print(f"lfc: {n} error{'s' if n != 1 else ''}; nothing was built", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"lfc: error: cannot write output: {e}", file=sys.stderr)
+        return 1
+    _print(rep, quiet=args.quiet)
+    if out is not None and not args.quiet:
+        print(f"lfc: built {os.path.relpath(out.launcher)}", file=sys.stderr)
+    return 0
+
+
+def _print(rep: Reporter, quiet: bool) -> None:
+    if quiet:
+        rep.diagnostics = [d for d in rep.diagnostics if d.severity == "error"]
+    text = rep.render()
+    if text:
+        print(text, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

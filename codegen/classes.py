@@ -1,0 +1,217 @@
+"""Reactor classes with names resolved and inheritance flattened (spec §1.4, §1.6).
+
+A :class:`ReactorClass` holds every member a class has, its superclasses' first (reaction
+order: inherited reactions precede the subclass's), each tagged with the mode it lives in.
+Instantiations carry the class they instantiate, resolved in the scope of the file that
+declared them (imports and aliases included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast
+from .diagnostics import Reporter
+from .loader import Program, resolve_import
+
+
+@dataclass(frozen=True)
+class InMode:
+    """A member and the mode of its reactor that holds it (None: outside every mode)."""
+
+    node: object
+    mode: str | None
+
+
+@dataclass(frozen=True)
+class Child:
+    """An instantiation inside a class, with its resolved class."""
+
+    node: ast.Instantiation
+    mode: str | None
+    cls: "ReactorClass"
+
+
+@dataclass(eq=False)
+class ReactorClass:
+    """A reactor class after inheritance: every member, superclasses' first."""
+
+    name: str
+    decl: ast.Reactor
+    file: str
+    pyclass: str = ""
+    parameters: list[ast.Parameter] = field(default_factory=list)
+    states: list[InMode] = field(default_factory=list)
+    ports: list[ast.PortDecl] = field(default_factory=list)
+    timers: list[InMode] = field(default_factory=list)
+    actions: list[InMode] = field(default_factory=list)
+    reactions: list[InMode] = field(default_factory=list)
+    methods: list[ast.Method] = field(default_factory=list)
+    preambles: list[ast.Preamble] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
+    connections: list[InMode] = field(default_factory=list)
+    modes: list[ast.Mode] = field(default_factory=list)
+    watchdogs: list[InMode] = field(default_factory=list)
+    supers: list["ReactorClass"] = field(default_factory=list)
+
+    def param(self, name: str) -> ast.Parameter | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+    def port(self, name: str) -> ast.PortDecl | None:
+        return next((p for p in self.ports if p.name == name), None)
+
+    def child(self, name: str) -> Child | None:
+        return next((c for c in self.children if c.node.name == name), None)
+
+    def named(self, kind: type, name: str):
+        """The timer/action (InMode) named ``name``, or None."""
+        pool = self.timers if kind is ast.TimerDecl else self.actions
+        return next((m for m in pool if m.node.name == name), None)
+
+
+class ClassTable:
+    """Builds :class:`ReactorClass` objects on demand from the files of a :class:`Program`."""
+
+    def __init__(self, program: Program, rep: Reporter):
+        self.program = program
+        self.rep = rep
+        self._scopes: dict[str, dict[str, tuple[str, ast.Reactor]]] = {}
+        self._classes: dict[int, ReactorClass] = {}
+        self._building: set[int] = set()
+        self._pynames: set[str] = set()
+
+    # ----------------------------------------------------------------- scopes
+
+    def scope(self, file: str) -> dict[str, tuple[str, ast.Reactor]]:
+        """Names visible in ``file``: its own reactors, then imported names (aliases)."""
+        if file in self._scopes:
+            return self._scopes[file]
+        scope: dict[str, tuple[str, ast.Reactor]] = {}
+        self._scopes[file] = scope
+        model = self.program.files.get(file)
+        if model is None:
+            return scope
+        for r in model.reactors:
+            if r.name and not (r.main or r.federated):
+                scope[r.name] = (file, r)
+        for imp in model.imports:
+            self._import_into(scope, file, imp)
+        return scope
+
+    def _import_into(self, scope: dict, file: str, imp: ast.Import) -> None:
+        target = resolve_import(file, imp)
+        model = self.program.files.get(target) if target else None
+        if model is None:
+            return  # reported by the loader
+        for n in imp.names:
+            found = next((r for r in model.reactors if r.name == n.name and not r.main), None)
+            if found is None:
+                self.rep.error(f"reactor '{n.name}' is not defined in '{imp.path}'", n.pos)
+                continue
+            local = n.alias or n.name
+            if local in scope and scope[local][1] is not found:
+                self.rep.error(f"'{local}' is already defined in this file", n.pos)
+                continue
+            scope[local] = (target, found)
+
+    # ----------------------------------------------------------------- classes
+
+    def get(self, file: str, decl: ast.Reactor) -> ReactorClass | None:
+        """The flattened class for ``decl`` declared in ``file`` (None after an inheritance cycle)."""
+        key = id(decl)
+        if key in self._classes:
+            return self._classes[key]
+        if key in self._building:
+            self.rep.error(f"reactor '{decl.name}' extends itself (cyclic inheritance)", decl.pos)
+            return None
+        self._building.add(key)
+        try:
+            cls = self._build(file, decl)
+        finally:
+            self._building.discard(key)
+        self._classes[key] = cls
+        return cls
+
+    def lookup(self, file: str, name: str, pos: ast.Pos) -> ReactorClass | None:
+        """Resolve a class name as seen from ``file``; reports an error when undefined."""
+        hit = self.scope(file).get(name)
+        if hit is None:
+            self.rep.error(f"reactor class '{name}' is not defined", pos)
+            return None
+        return self.get(*hit)
+
+    def _build(self, file: str, decl: ast.Reactor) -> ReactorClass:
+        name = decl.name or _stem(file)
+        cls = ReactorClass(name=name, decl=decl, file=file, pyclass=self._pyname(name))
+        for sname, spos in decl.extends:
+            sup = self.lookup(file, sname, spos)
+            if sup is not None:
+                cls.supers.append(sup)
+        for anc in _linearize(cls):
+            self._absorb(cls, anc)
+        return cls
+
+    def _absorb(self, cls: ReactorClass, src: ReactorClass) -> None:
+        """Add the members declared directly in ``src`` (itself or an ancestor) to ``cls``."""
+        d = src.decl
+        for p in d.parameters:
+            old = cls.param(p.name)
+            if old is not None:
+                cls.parameters[cls.parameters.index(old)] = p  # subclass overrides the default
+            else:
+                cls.parameters.append(p)
+        self._absorb_members(cls, src.file, d.members, None)
+
+    def _absorb_members(self, cls: ReactorClass, file: str, members, mode: str | None) -> None:
+        for m in members:
+            if isinstance(m, ast.Mode):
+                cls.modes.append(m)
+                self._absorb_members(cls, file, m.members, m.name)
+            elif isinstance(m, ast.Preamble):
+                cls.preambles.append(m)
+            elif isinstance(m, ast.Method):
+                cls.methods.append(m)
+            elif isinstance(m, ast.PortDecl):
+                cls.ports.append(m)
+            elif isinstance(m, ast.Instantiation):
+                sub = self.lookup(file, m.class_name, m.pos)
+                if sub is not None:
+                    cls.children.append(Child(m, mode, sub))
+            else:
+                pool = {
+                    ast.StateVar: cls.states, ast.TimerDecl: cls.timers,
+                    ast.ActionDecl: cls.actions, ast.Reaction: cls.reactions,
+                    ast.Connection: cls.connections, ast.Watchdog: cls.watchdogs,
+                }[type(m)]
+                pool.append(InMode(m, mode))
+
+    def _pyname(self, name: str) -> str:
+        base = f"_{name}"
+        py, n = base, 2
+        while py in self._pynames:
+            py, n = f"{base}_{n}", n + 1
+        self._pynames.add(py)
+        return py
+
+    def all(self) -> list[ReactorClass]:
+        """Every class built so far, in build order."""
+        return list(self._classes.values())
+
+
+def _linearize(cls: ReactorClass) -> list[ReactorClass]:
+    """Ancestors first, each once, then ``cls`` (depth-first, left to right; diamonds merged)."""
+    seen: list[ReactorClass] = []
+
+    def visit(c: ReactorClass) -> None:
+        for s in c.supers:
+            visit(s)
+        if c not in seen:
+            seen.append(c)
+
+    visit(cls)
+    return seen
+
+
+def _stem(file: str) -> str:
+    import os
+    return os.path.splitext(os.path.basename(file))[0]

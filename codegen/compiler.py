@@ -1,0 +1,143 @@
+"""The compiler pipeline: load -> check -> elaborate -> analyse -> emit (DESIGN.md)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from . import ast
+from .analyse import analyse
+from .check import check_classes, check_files, find_main
+from .classes import ClassTable
+from .diagnostics import Reporter
+from .elaborate import elaborate
+from .emit import Output, emit_program
+from .loader import Program, load, project_root, resolve_import
+from .parse import parse_file
+from .target import TargetConfig, read_target
+
+BUILTIN = os.path.join(os.path.dirname(__file__), "builtin.lf")
+
+
+@dataclass
+class Overrides:
+    """Command-line overrides of target properties (``None``: keep the program's)."""
+
+    workers: int | None = None
+    timeout: int | None = None
+    fast: bool | None = None
+
+
+def compile_file(path: str, rep: Reporter, out_root: str | None = None,
+                 overrides: Overrides | None = None, no_compile: bool = False) -> Output | None:
+    """Compile one ``.lf`` file; return where the program was written.
+
+    Returns None (with a warning) for a file without a main reactor: a library.
+
+    Raises:
+        CompileError: any error was reported (syntax, validation, causality loop, ...).
+        OSError: the output cannot be written.
+    """
+    program = load(path, rep)
+    check_files(program, rep)
+    main_decl = find_main(program, rep)
+    model = program.files.get(program.main_file)
+    target = read_target(model.target if model else None, rep)
+    rep.check()
+    if main_decl is None:
+        rep.warning(f"no main reactor in '{os.path.basename(path)}': nothing to build", None)
+        return None
+    program.files[BUILTIN] = parse_file(BUILTIN, rep)
+    table = ClassTable(program, rep)
+    main_cls = table.get(program.main_file, main_decl)
+    delays = {"delay": table.lookup(BUILTIN, "_lf_Delay", None),
+              "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None)}
+    check_classes(table, rep)
+    rep.check()
+    prog = elaborate(main_cls, table, delays, rep)
+    rep.check()
+    analyse(prog, rep)
+    _finish_target(target, prog, overrides or Overrides(), main_decl, rep)
+    rep.check()
+    used = {id(i.cls) for i in prog.instances}
+    classes = [c for c in table.all() if id(c) in used]
+    out = Output(out_root or project_root(program.main_file), main_cls.name)
+    files = _target_files(program.main_file, target, rep)
+    rep.check()
+    emit_program(out, program.main_file, classes, _file_preambles(program), prog, target,
+                 project_root(program.main_file), files)
+    if not no_compile:
+        _syntax_check(out, rep)
+    return out
+
+
+def _finish_target(target: TargetConfig, prog, ov: Overrides, main_decl: ast.Reactor,
+                   rep: Reporter) -> None:
+    physical = any(a.origin == "physical" for i in prog.instances for a in i.actions)
+    if ov.workers is not None:
+        target.workers = ov.workers
+    if ov.timeout is not None:
+        target.timeout = ov.timeout
+    if ov.fast is not None:
+        target.fast = ov.fast
+    if physical and target.fast:
+        rep.error("'fast: true' cannot be used in a program with physical actions", main_decl.pos)
+    if physical and not target.keepalive_set:
+        target.keepalive = True
+
+
+def _file_preambles(program: Program) -> list[ast.Preamble]:
+    """File-level preambles of every file, imported files first, each once (spec §1.4)."""
+    out: list[ast.Preamble] = []
+    seen: set[str] = set()
+
+    def visit(path: str) -> None:
+        if path in seen or path not in program.files:
+            return
+        seen.add(path)
+        model = program.files[path]
+        for imp in model.imports:
+            target = resolve_import(path, imp)
+            if target:
+                visit(target)
+        out.extend(model.preambles)
+
+    visit(program.main_file)
+    return out
+
+
+def _target_files(main_file: str, target: TargetConfig, rep: Reporter) -> list[str]:
+    """The ``files`` property, resolved relative to the main file."""
+    out = []
+    for f in target.files:
+        p = os.path.normpath(os.path.join(os.path.dirname(main_file), f))
+        if os.path.exists(p):
+            out.append(p)
+        else:
+            rep.error(f"file '{f}' named in the 'files' target property does not exist",
+                      ast.Pos(main_file, 1, 1))
+    return out
+
+
+def _syntax_check(out: Output, rep: Reporter) -> None:
+    """Compile the generated module; report a SyntaxError at its ``.lf`` line."""
+    import json
+    with open(out.module, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        compile(text, out.module, "exec")
+    except SyntaxError as e:
+        with open(out.graph, encoding="utf-8") as f:
+            line_map = json.load(f)["line_map"]
+        pos = lf_position(line_map, e.lineno or 0, e.offset or 1)
+        rep.error(f"Python syntax error in target code: {e.msg}",
+                  pos or ast.Pos(out.module, e.lineno or 1, e.offset or 1))
+        rep.check()
+
+
+def lf_position(line_map: list, py_line: int, py_col: int = 1) -> ast.Pos | None:
+    """The ``.lf`` position of a line of the generated module, from its line map."""
+    for first, last, file, lf_line in line_map:
+        if first <= py_line <= last:
+            return ast.Pos(file, lf_line + py_line - first, max(py_col - 8, 1))
+    return None

@@ -1,0 +1,216 @@
+"""Elaboration: instantiate the main reactor into a tree of instances (spec §1.13-§1.15).
+
+Banks are expanded, parameters resolved, multiport and bank connections flattened to
+channel-level edges (spec §1.14), ``after`` and ``~>`` lowered to synthetic delay instances
+with an action (spec §3.11), and connections inside modes lowered to forwarding reactions of
+the containing instance in that mode (spec §1.14, §3.12).
+"""
+
+from __future__ import annotations
+
+from . import ast
+from .classes import Child, ClassTable, ReactorClass
+from .diagnostics import Reporter
+from .instance import (ActionInst, Channel, ConnectionView, Elaborated, Instance, PortInst,
+                       ReactionInst, TimerInst)
+from .reactions import build_reaction, forward_reaction
+from .values import evaluate, time_of, width_of
+
+
+class Elaborator:
+    """Builds the instance tree; one object per compilation."""
+
+    def __init__(self, rep: Reporter, delay_classes: dict[str, ReactorClass]):
+        self.rep = rep
+        self.delay_classes = delay_classes
+        self.instances: list[Instance] = []
+        self.reactions: list[ReactionInst] = []
+        self.edges: list[tuple[Channel, Channel]] = []
+        self.views: list[ConnectionView] = []
+        self.sites: dict[str, tuple] = {}
+        self._site_names: dict[tuple, str] = {}
+
+    def run(self, main: ReactorClass) -> Elaborated:
+        self.sites["_lf_params_main"] = (None, main, None)
+        self._instantiate(main, None, None, 0, 1, None, "_lf_params_main", [])
+        return Elaborated(self.instances, self.reactions, self.edges, self.views, self.sites)
+
+    # ------------------------------------------------------------------ instances
+
+    def _instantiate(self, cls, parent, child: Child | None, index, width, mode, fn, stack):
+        if cls in stack:
+            names = " -> ".join(c.name for c in stack + [cls])
+            self.rep.error(f"cyclic instantiation: {names}", child.node.pos if child else cls.decl.pos)
+            return None
+        short = child.node.name if child else cls.name
+        name = short if parent is None else f"{parent.name}.{short}"
+        if width > 1 or (child and child.node.width is not None):
+            name += f"[{index}]"
+        inst = Instance(
+            id=len(self.instances), name=name, short=short, cls=cls, parent=parent,
+            bank_index=index, bank_width=width, mode=mode, params={}, params_fn=fn,
+            site=child.node if child else None,
+        )
+        self.instances.append(inst)
+        inst.params = self._params(inst, child)
+        self._declare(inst)
+        for ch in cls.children:
+            self._children(inst, ch, stack + [cls])
+        for conn in cls.connections:
+            self._connection(inst, conn.node, conn.mode)
+        for i, r in enumerate(cls.reactions):
+            self._add_reaction(build_reaction(inst, i, r.node, r.mode, self.rep))
+        return inst
+
+    def _children(self, inst: Instance, ch: Child, stack) -> None:
+        width = width_of(ch.node.width, inst.params, self.rep) if ch.node.width else 1
+        key = (id(ch.node), id(ch.cls))
+        fn = self._site_names.setdefault(key, f"_lf_params_{len(self._site_names)}")
+        self.sites[fn] = (ch, ch.cls, None)
+        members = []
+        for i in range(width):
+            m = self._instantiate(ch.cls, inst, ch, i, width, ch.mode, fn, stack)
+            if m is None:
+                return
+            members.append(m)
+        inst.children[ch.node.name] = members
+
+    def _params(self, inst: Instance, child: Child | None) -> dict:
+        """Compile-time parameter values of ``inst`` (spec §1.13)."""
+        values: dict = {}
+        parent_scope = None
+        if inst.parent is not None:
+            parent_scope = dict(inst.parent.params)
+            parent_scope.setdefault("bank_index", inst.parent.bank_index)
+        assigned = {a.name: a for a in child.node.assignments} if child else {}
+        for p in inst.cls.parameters:
+            if p.name in assigned:
+                values[p.name] = evaluate(assigned[p.name].value, parent_scope, self.rep)
+            elif p.name == "bank_index":
+                values[p.name] = inst.bank_index
+            else:
+                values[p.name] = evaluate(p.default, {}, self.rep)
+        return values
+
+    def _declare(self, inst: Instance) -> None:
+        cls, scope, rep = inst.cls, inst.params, self.rep
+        for p in cls.ports:
+            inst.ports[p.name] = PortInst(p.name, p.kind, width_of(p.width, scope, rep), p.mutable)
+        for t in cls.timers:
+            n = t.node
+            inst.timers.append(TimerInst(
+                n.name, time_of(n.offset, scope, rep, "a timer offset") or 0,
+                time_of(n.period, scope, rep, "a timer period") or 0, t.mode))
+        for a in cls.actions:
+            n = a.node
+            inst.actions.append(ActionInst(
+                n.name, n.origin or "logical",
+                time_of(n.min_delay, scope, rep, "an action's minimum delay") or 0,
+                time_of(n.min_spacing, scope, rep, "an action's minimum spacing"),
+                n.policy or "defer", a.mode))
+
+    def _add_reaction(self, r: ReactionInst) -> None:
+        r.id = len(self.reactions)
+        r.owner.reactions.append(r)
+        self.reactions.append(r)
+
+    # ------------------------------------------------------------------ connections
+
+    def _connection(self, inst: Instance, conn: ast.Connection, mode: str | None) -> None:
+        lhs = [c for ref in conn.lhs for c in self._ref_channels(inst, ref)]
+        rhs = [c for ref in conn.rhs for c in self._ref_channels(inst, ref)]
+        delay = time_of(conn.delay, inst.params, self.rep, "an 'after' delay")
+        self._view(inst, conn, delay)
+        if not lhs or not rhs:
+            return
+        if conn.iterated:
+            if len(rhs) % len(lhs):
+                self.rep.warning(f"broadcast: {len(rhs)} destination channels are not a multiple "
+                                 f"of {len(lhs)} source channels", conn.pos)
+            lhs = [lhs[i % len(lhs)] for i in range(len(rhs))]
+        elif len(lhs) != len(rhs):
+            self.rep.warning(f"connection widths differ: {len(lhs)} source channels, "
+                             f"{len(rhs)} destination channels", conn.pos)
+        pairs = list(zip(lhs, rhs))
+        if conn.delay is not None or conn.physical:
+            pairs = self._lower_delay(inst, conn, mode, delay or 0, pairs)
+        if mode is None:
+            self.edges.extend(pairs)
+        elif pairs:
+            self._add_reaction(forward_reaction(inst, mode, pairs, conn.pos))
+
+    def _lower_delay(self, inst, conn, mode, delay, pairs):
+        """One synthetic delay instance per distinct source channel (spec §3.11)."""
+        kind = "physical_delay" if conn.physical else "delay"
+        cls = self.delay_classes[kind]
+        fn = f"_lf_params_{kind}_{delay}"
+        self.sites[fn] = (None, cls, {"delay": delay})
+        made: dict[Channel, Instance] = {}
+        out = []
+        for src, dst in pairs:
+            d = made.get(src)
+            if d is None:
+                d = Instance(
+                    id=len(self.instances), name=f"{inst.name}._lf_delay_{len(self.instances)}",
+                    short=f"_lf_delay_{len(self.instances)}", cls=cls, parent=inst, bank_index=0,
+                    bank_width=1, mode=mode, params={"delay": delay}, params_fn=fn, site=None,
+                    synthetic=kind)
+                self.instances.append(d)
+                self._declare_delay(d, delay, conn.physical, mode)
+                made[src] = d
+                self.edges.append((src, (d.id, "inp", 0)))
+            out.append(((d.id, "out", 0), dst))
+        return out
+
+    def _declare_delay(self, d: Instance, delay: int, physical: bool, mode) -> None:
+        d.ports = {"inp": PortInst("inp", "input", -2, False), "out": PortInst("out", "output", -2, False)}
+        d.actions = [ActionInst("act", "physical" if physical else "logical", delay, None, "defer", None)]
+        for i, r in enumerate(d.cls.reactions):
+            self._add_reaction(build_reaction(d, i, r.node, r.mode, self.rep))
+
+    def _ref_channels(self, inst: Instance, ref: ast.VarRef) -> list[Channel]:
+        """Channels of a connection endpoint, bank-major or (interleaved) port-major."""
+        if ref.container is None:
+            if ref.name not in inst.ports:
+                self.rep.error(f"'{ref.name}' is not a port of reactor '{inst.cls.name}'", ref.pos)
+                return []
+            return inst.channels(ref.name)
+        members = inst.children.get(ref.container)
+        if members is None:
+            self.rep.error(f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos)
+            return []
+        if ref.name not in members[0].ports:
+            self.rep.error(f"'{ref.name}' is not a port of reactor '{members[0].cls.name}'", ref.pos)
+            return []
+        if not ref.interleaved:
+            return [c for m in members for c in m.channels(ref.name)]
+        width = members[0].ports[ref.name].channels
+        return [(m.id, ref.name, k) for k in range(width) for m in members]
+
+    def _view(self, inst: Instance, conn: ast.Connection, delay: int | None) -> None:
+        def ends(refs):
+            out = []
+            for r in refs:
+                ms = [inst] if r.container is None else inst.children.get(r.container, [])
+                out.extend((m.id, r.name) for m in ms if r.name in m.ports)
+            return tuple(out)
+
+        label = next((_attr_text(a) for a in conn.attributes if a.name == "label"), None)
+        self.views.append(ConnectionView(inst.id, ends(conn.lhs), ends(conn.rhs), delay,
+                                         conn.physical, conn.iterated, conn.pos.line, label))
+
+
+def _attr_text(a: ast.Attribute) -> str | None:
+    if a.params and isinstance(a.params[0].value, ast.Literal):
+        return a.params[0].value.text.strip('"')
+    return None
+
+
+def elaborate(main: ReactorClass, table: ClassTable, delay_classes: dict[str, ReactorClass],
+              rep: Reporter) -> Elaborated:
+    """Instantiate ``main`` and everything below it.
+
+    Errors (undefined ports or instances, bad widths or times, cyclic instantiation) are
+    reported through ``rep``; the caller calls ``rep.check()``.
+    """
+    return Elaborator(rep, delay_classes).run(main)

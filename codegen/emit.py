@@ -1,0 +1,236 @@
+"""Emission: the generated Python module, ``graph.json`` and the launcher (docs/PROGRAM.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from dataclasses import dataclass
+
+import jinja2
+
+from . import ast
+from .classes import ReactorClass
+from .instance import Elaborated, Instance, ReactionInst
+from .pyexpr import indent, python
+from .target import TargetConfig
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("codegen", "templates"),
+    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+@dataclass
+class Output:
+    """Where the build goes: ``root/src-gen/<name>/`` and ``root/bin/<name>``."""
+
+    root: str
+    name: str
+
+    @property
+    def src_dir(self) -> str:
+        return os.path.join(self.root, "src-gen", self.name)
+
+    @property
+    def module(self) -> str:
+        return os.path.join(self.src_dir, f"{self.name}.py")
+
+    @property
+    def graph(self) -> str:
+        return os.path.join(self.src_dir, "graph.json")
+
+    @property
+    def launcher(self) -> str:
+        return os.path.join(self.root, "bin", self.name)
+
+
+class _Markers:
+    """Records each emitted body so that module lines can be mapped back to ``.lf`` lines."""
+
+    def __init__(self):
+        self.bodies: list[tuple[str, str, int, int]] = []  # marker, file, lf line, n lines
+
+    def mark(self, code: ast.Code | None, fallback: ast.Pos) -> str:
+        file = (code.pos if code else fallback).file
+        line = code.body_line if code else fallback.line
+        marker = f"{os.path.basename(file)}:{line}"
+        n = len(code.text.splitlines()) if code else 1
+        self.bodies.append((f"# {marker}", file, line, n))
+        return marker
+
+    def line_map(self, text: str) -> list[list]:
+        out, k = [], 0
+        for i, line in enumerate(text.splitlines(), start=1):
+            if k < len(self.bodies) and line.strip() == self.bodies[k][0]:
+                _, file, lf_line, n = self.bodies[k]
+                out.append([i + 1, i + max(n, 1), file, lf_line])
+                k += 1
+        return out
+
+
+def _class_view(c: ReactorClass, marks: _Markers) -> dict:
+    states = [{"name": s.node.name, "init": python(s.node.init, "self"), "mode": s.mode}
+              for s in c.states]
+    return {
+        "pyclass": c.pyclass, "name": c.name,
+        "where": f"{os.path.basename(c.file)}:{c.decl.pos.line}",
+        "preambles": [{"marker": marks.mark(p.code, p.pos), "text": indent(p.code.text, 4)}
+                      for p in c.preambles],
+        "params": [p.name for p in c.parameters if p.name != "bank_index"],
+        "states": states,
+        "reset_states": [s for s, m in zip(states, c.states) if m.node.reset],
+        "methods": [{"name": m.name, "args": [a.name for a in m.args],
+                     "marker": marks.mark(m.code, m.pos), "body": indent(m.code.text, 8)}
+                    for m in c.methods],
+        "reactions": [],  # filled per class by emit_program (arguments come from instances)
+    }
+
+
+def _reaction_view(r: ReactionInst, marks: _Markers) -> dict:
+    node = r.node
+    view = {"function": r.function, "args": [a["name"] for a in r.args],
+            "marker": marks.mark(node.code, node.pos),
+            "body": indent(node.code.text if node.code else "", 8),
+            "deadline_function": r.deadline_function, "deadline_body": None}
+    if node.deadline is not None:
+        view["deadline_marker"] = marks.mark(node.deadline.code, node.deadline.pos)
+        view["deadline_body"] = indent(node.deadline.code.text, 8)
+    return view
+
+
+def _site_dict(site: tuple) -> str:
+    child, cls, fixed = site
+    if fixed is not None:
+        return repr(fixed)
+    assigned = {a.name: a for a in child.node.assignments} if child else {}
+    items = []
+    for p in cls.parameters:
+        if p.name in assigned:
+            items.append(f"{p.name!r}: {python(assigned[p.name].value, 'parent')}")
+        elif p.name == "bank_index":
+            items.append("'bank_index': bank_index")
+        else:
+            items.append(f"{p.name!r}: {python(p.default, None)}")
+    return "{" + ", ".join(items) + "}"
+
+
+def emit_program(out: Output, main_file: str, classes: list[ReactorClass],
+                 preambles: list[ast.Preamble], prog: Elaborated, target: TargetConfig,
+                 package_dir: str, files: list[str]) -> None:
+    """Write the module, graph.json, copied ``files`` and the launcher under ``out``.
+
+    Raises:
+        OSError: the output folder cannot be written.
+    """
+    marks_views = _reactions_by_class(prog)
+    os.makedirs(out.src_dir, exist_ok=True)
+    text, line_map = _render(main_file, classes, preambles, prog, marks_views)
+    _write(out.module, text)
+    graph = graph_json(out, main_file, prog, target, package_dir, line_map)
+    _write(out.graph, json.dumps(graph, indent=1))
+    for f in files:
+        _copy_into(f, out.src_dir)
+    os.makedirs(os.path.dirname(out.launcher), exist_ok=True)
+    _write(out.launcher, f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(out.module)}" "$@"\n')
+    os.chmod(out.launcher, os.stat(out.launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _reactions_by_class(prog: Elaborated) -> dict[int, list[ReactionInst]]:
+    """One representative instance's declared reactions per class (argument lists agree
+    across instances of a class up to bank widths, which only change argument contents)."""
+    seen: dict[int, list[ReactionInst]] = {}
+    for inst in prog.instances:
+        if id(inst.cls) not in seen:
+            seen[id(inst.cls)] = sorted((r for r in inst.reactions if r.node is not None),
+                                        key=lambda r: r.index)
+    return seen
+
+
+def _render(main_file, classes, preambles, prog, by_class):
+    marks = _Markers()
+    pre = [{"marker": marks.mark(p.code, p.pos), "text": p.code.text} for p in preambles]
+    views = []
+    for c in classes:
+        v = _class_view(c, marks)
+        v["reactions"] = [_reaction_view(r, marks) for r in by_class.get(id(c), [])]
+        views.append(v)
+    sites = [{"fn": fn, "dict": _site_dict(site)} for fn, site in prog.sites.items()]
+    text = _ENV.get_template("module.py.j2").render(
+        main_file=main_file, preambles=pre, classes=views, sites=sites)
+    return text, marks.line_map(text)
+
+
+def graph_json(out: Output, main_file: str, prog: Elaborated, target: TargetConfig,
+               package_dir: str, line_map: list) -> dict:
+    """The elaborated program as the JSON document of docs/PROGRAM.md."""
+    return {
+        "version": 1, "name": out.name, "main_file": main_file,
+        "source_directory": os.path.dirname(main_file), "package_directory": package_dir,
+        "module": f"{out.name}.py", "target": target.to_json(),
+        "reactors": [_instance_json(i) for i in prog.instances],
+        "reactions": [_reaction_json(r) for r in prog.reactions],
+        "channels": [[*s, *d] for s, d in prog.edges],
+        "connections": [{
+            "from": [list(e) for e in c.lhs], "to": [list(e) for e in c.rhs], "delay": c.delay,
+            "physical": c.physical, "iterated": c.iterated, "container": c.container,
+            "line": c.line, "label": c.label} for c in prog.connections],
+        "line_map": line_map,
+    }
+
+
+def _instance_json(i: Instance) -> dict:
+    label = next((a for a in (i.site.attributes if i.site else ()) if a.name == "label"), None)
+    return {
+        "id": i.id, "name": i.name, "short": i.short, "class": i.cls.name,
+        "pyclass": i.cls.pyclass, "parent": i.parent.id if i.parent else None,
+        "bank_index": i.bank_index, "bank_width": i.bank_width, "params": i.params_fn,
+        "mode": i.mode, "synthetic": i.synthetic, "file": i.cls.file,
+        "line": (i.site.pos.line if i.site else i.cls.decl.pos.line),
+        "label": _label(label), "worker": i.worker,
+        "ports": [{"name": p.name, "kind": p.kind, "width": p.width, "mutable": p.mutable}
+                  for p in i.ports.values()],
+        "timers": [{"name": t.name, "offset": t.offset, "period": t.period, "mode": t.mode}
+                   for t in i.timers],
+        "actions": [{"name": a.name, "origin": a.origin, "min_delay": a.min_delay,
+                     "min_spacing": a.min_spacing, "policy": a.policy, "mode": a.mode}
+                    for a in i.actions],
+        "modes": [{"name": m.name, "initial": m.initial} for m in i.cls.modes],
+        "reactions": [r.id for r in sorted(i.reactions, key=lambda r: r.index)],
+    }
+
+
+def _label(a: ast.Attribute | None) -> str | None:
+    if a is None or not a.params or not isinstance(a.params[0].value, ast.Literal):
+        return None
+    return a.params[0].value.text.strip('"')
+
+
+def _reaction_json(r: ReactionInst) -> dict:
+    label = next((a for a in (r.node.attributes if r.node else ()) if a.name == "label"), None)
+    return {
+        "id": r.id, "reactor": r.owner.id, "index": r.index,
+        "name": r.node.name if r.node else None, "label": _label(label),
+        "function": r.function, "deadline": r.deadline, "deadline_function": r.deadline_function,
+        "mode": r.mode, "triggers": r.triggers, "sources": r.sources, "effects": r.effects,
+        "args": r.args, "level": r.level, "inferred_deadline": r.inferred_deadline,
+        "rank": r.rank, "file": r.file, "line": r.line,
+    }
+
+
+def _write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _copy_into(src: str, dest_dir: str) -> None:
+    import shutil
+    target = os.path.join(dest_dir, os.path.basename(src.rstrip("/")))
+    if os.path.isdir(src):
+        shutil.copytree(src, target, dirs_exist_ok=True)
+    else:
+        shutil.copy2(src, target)

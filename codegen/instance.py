@@ -1,0 +1,126 @@
+"""The elaborated program: reactor instances, their ports, timers, actions and reactions.
+
+Produced by :mod:`codegen.elaborate`, annotated (levels, inferred deadlines, ranks) by
+:mod:`codegen.analyse`, written out by :mod:`codegen.emit`. Times are nanoseconds.
+A channel is ``(instance id, port name, channel index)``; a plain port has one channel, 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast
+from .classes import ReactorClass
+
+Channel = tuple[int, str, int]
+
+
+@dataclass(frozen=True)
+class PortInst:
+    name: str
+    kind: str  # "input" | "output"
+    width: int  # -2 for a plain port
+    mutable: bool
+
+    @property
+    def channels(self) -> int:
+        return 1 if self.width < 0 else self.width
+
+
+@dataclass(frozen=True)
+class TimerInst:
+    name: str
+    offset: int
+    period: int
+    mode: str | None
+
+
+@dataclass(frozen=True)
+class ActionInst:
+    name: str
+    origin: str
+    min_delay: int
+    min_spacing: int | None
+    policy: str
+    mode: str | None
+
+
+@dataclass(eq=False)
+class ReactionInst:
+    """One reaction of one instance. ``triggers``/``sources``/``effects``/``args`` are the
+    JSON-ready dicts of docs/PROGRAM.md."""
+
+    id: int
+    owner: "Instance"
+    index: int
+    node: ast.Reaction | None  # None for a synthetic forwarding reaction
+    mode: str | None
+    function: str
+    triggers: list[dict] = field(default_factory=list)
+    sources: list[dict] = field(default_factory=list)
+    effects: list[dict] = field(default_factory=list)
+    args: list[dict] = field(default_factory=list)
+    deadline: int | None = None
+    deadline_function: str | None = None
+    level: int = 0
+    inferred_deadline: int | None = None
+    rank: int = 0
+    file: str = ""
+    line: int = 0
+
+    def describe(self) -> str:
+        """``reaction 2 of Main.a`` (1-based, as LF diagrams number reactions)."""
+        name = f" '{self.node.name}'" if self.node is not None and self.node.name else ""
+        return f"reaction {self.index + 1}{name} of {self.owner.name}"
+
+
+@dataclass(eq=False)
+class Instance:
+    """One reactor instance (a bank member counts as one)."""
+
+    id: int
+    name: str
+    short: str
+    cls: ReactorClass
+    parent: "Instance | None"
+    bank_index: int
+    bank_width: int
+    mode: str | None
+    params: dict
+    params_fn: str
+    site: ast.Instantiation | None
+    synthetic: str | None = None
+    ports: dict[str, PortInst] = field(default_factory=dict)
+    children: dict[str, list["Instance"]] = field(default_factory=dict)
+    timers: list[TimerInst] = field(default_factory=list)
+    actions: list[ActionInst] = field(default_factory=list)
+    reactions: list[ReactionInst] = field(default_factory=list)
+    worker: int = 0
+
+    def channels(self, port: str) -> list[Channel]:
+        return [(self.id, port, c) for c in range(self.ports[port].channels)]
+
+
+@dataclass(frozen=True)
+class ConnectionView:
+    """A connection as written (port level), for the graph viewer."""
+
+    container: int
+    lhs: tuple[tuple[int, str], ...]
+    rhs: tuple[tuple[int, str], ...]
+    delay: int | None
+    physical: bool
+    iterated: bool
+    line: int
+    label: str | None
+
+
+@dataclass
+class Elaborated:
+    """The whole instantiated program."""
+
+    instances: list[Instance]
+    reactions: list[ReactionInst]
+    edges: list[tuple[Channel, Channel]]
+    connections: list[ConnectionView]
+    sites: dict[str, tuple]  # params function name -> (Child | None, class, fixed dict | None)

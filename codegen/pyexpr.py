@@ -1,0 +1,39 @@
+"""Python source text for LF expressions (spec §1.2, §1.13)."""
+
+from __future__ import annotations
+
+from . import ast
+from .units import UNITS, python_time
+
+
+def python(expr: ast.Expr | None, ref: str | None) -> str:
+    """Python text for ``expr``.
+
+    ``ref`` is the object through which parameter references are read (``"self"`` inside
+    state initialisers, ``"parent"`` in instantiation assignments); None where references are
+    not allowed (the checker reports them). ``true``/``false`` become ``True``/``False``.
+    """
+    if expr is None:
+        return "None"
+    if isinstance(expr, ast.Literal):
+        return {"true": "True", "false": "False"}.get(expr.text, expr.text)
+    if isinstance(expr, ast.Time):
+        if expr.unit is not None and expr.unit not in UNITS and expr.unit not in ("forever", "never"):
+            return "None"
+        return python_time(expr.magnitude, expr.unit)
+    if isinstance(expr, ast.ParamRef):
+        return f"{ref}.{expr.name}" if ref else "None"
+    if isinstance(expr, ast.Code):
+        return f"({expr.text})"
+    if isinstance(expr, ast.ListExpr):
+        return "[" + ", ".join(python(e, ref) for e in expr.items) + "]"
+    return "None"
+
+
+def indent(text: str, spaces: int) -> str:
+    """``text`` with every non-empty line indented by ``spaces``; ``pass`` for an empty body."""
+    pad = " " * spaces
+    lines = text.splitlines() or ["pass"]
+    if not any(line.strip() and not line.strip().startswith("#") for line in lines):
+        lines = lines + ["pass"]
+    return "\n".join(pad + line if line.strip() else "" for line in lines)

@@ -1,0 +1,141 @@
+"""Reaction instances: resolved triggers, sources, effects and the body's arguments (spec §2.2)."""
+
+from __future__ import annotations
+
+from . import ast
+from .diagnostics import Reporter
+from .instance import Instance, ReactionInst
+from .values import time_of
+
+BUILTIN_TRIGGERS = ("startup", "shutdown", "reset")
+
+
+class _Args:
+    """The ordered, de-duplicated argument list of one reaction function."""
+
+    def __init__(self):
+        self.items: list[dict] = []
+        self.raw: list[dict] = []
+        self.by_name: dict[str, dict] = {}
+
+    def add(self, arg: dict, raw: bool = False) -> dict:
+        if arg["name"] in self.by_name:
+            return self.by_name[arg["name"]]
+        self.by_name[arg["name"]] = arg
+        (self.raw if raw else self.items).append(arg)
+        return arg
+
+    def all(self) -> list[dict]:
+        return self.items + self.raw
+
+
+def build_reaction(inst: Instance, index: int, node: ast.Reaction, mode, rep: Reporter) -> ReactionInst:
+    """Resolve one declared reaction of ``inst``; unknown names are reported through ``rep``."""
+    r = ReactionInst(id=-1, owner=inst, index=index, node=node, mode=mode,
+                     function=f"reaction_function_{index}", file=node.pos.file, line=node.pos.line)
+    args = _Args()
+    for ref in node.triggers:
+        r.triggers.extend(_resolve(inst, ref, "trigger", args, rep))
+    for ref in node.sources:
+        r.sources.extend(_resolve(inst, ref, "source", args, rep))
+    for ref in node.effects:
+        r.effects.extend(_resolve(inst, ref, "effect", args, rep))
+    if not node.triggers:
+        for p in inst.ports.values():
+            if p.kind == "input":
+                _port_arg(inst, p.name, args)
+    r.args = args.all()
+    if node.deadline is not None:
+        r.deadline = time_of(node.deadline.delay, inst.params, rep, "a deadline")
+        if r.deadline is None:
+            r.deadline = 0
+        r.deadline_function = f"deadline_function_{index}"
+    return r
+
+
+def forward_reaction(inst: Instance, mode: str, pairs, pos: ast.Pos) -> ReactionInst:
+    """A synthetic reaction of ``inst`` in ``mode`` that copies each source channel's value to
+    its destination channel when present (a connection declared inside a mode)."""
+    r = ReactionInst(id=-1, owner=inst, index=len(inst.cls.reactions) + _forward_count(inst),
+                     node=None, mode=mode, function="_lf_forward", file=pos.file, line=pos.line)
+    seen_t, seen_e = set(), set()
+    for (si, sp, _), (di, dp, _) in pairs:
+        if (si, sp) not in seen_t:
+            seen_t.add((si, sp))
+            r.triggers.append({"kind": "port", "reactor": si, "name": sp})
+        if (di, dp) not in seen_e:
+            seen_e.add((di, dp))
+            r.effects.append({"kind": "port", "reactor": di, "name": dp})
+    r.args = [
+        {"name": "src", "kind": "channels", "channels": [list(s) for s, _ in pairs]},
+        {"name": "dst", "kind": "channels", "channels": [list(d) for _, d in pairs]},
+    ]
+    return r
+
+
+def _forward_count(inst: Instance) -> int:
+    return sum(1 for r in inst.reactions if r.node is None)
+
+
+def _resolve(inst: Instance, ref, role: str, args: _Args, rep: Reporter) -> list[dict]:
+    if isinstance(ref, ast.ModeTransition):
+        return _mode(inst, ref.mode, ref.kind, ref.pos, args, rep)
+    if ref.container is not None:
+        return _contained(inst, ref, role, args, rep)
+    name = ref.name
+    if name in BUILTIN_TRIGGERS and role == "trigger" and name not in inst.ports:
+        return [{"kind": name}]
+    if name in inst.ports:
+        _port_arg(inst, name, args)
+        return [{"kind": "port", "reactor": inst.id, "name": name}]
+    if any(a.name == name for a in inst.actions):
+        args.add({"name": name, "kind": "action", "action": name})
+        return [{"kind": "action", "name": name}]
+    if any(t.name == name for t in inst.timers):
+        return [{"kind": "timer", "name": name}]
+    if role == "effect" and any(m.name == name for m in inst.cls.modes):
+        return _mode(inst, name, "default", ref.pos, args, rep)
+    rep.error(f"'{name}' is not a port, action or timer of reactor '{inst.cls.name}'", ref.pos)
+    return []
+
+
+def _port_arg(inst: Instance, name: str, args: _Args) -> None:
+    port = inst.ports[name]
+    if port.kind == "input" and port.mutable:
+        args.add({"name": name, "kind": "mutable", "reactor": inst.id, "port": name})
+        args.add({"name": f"mutable_{name}", "kind": "port", "reactor": inst.id, "port": name}, raw=True)
+    else:
+        args.add({"name": name, "kind": "port", "reactor": inst.id, "port": name})
+
+
+def _mode(inst, name, kind, pos, args: _Args, rep) -> list[dict]:
+    if not any(m.name == name for m in inst.cls.modes):
+        rep.error(f"'{name}' is not a mode of reactor '{inst.cls.name}'", pos)
+        return []
+    transition = "history" if kind == "history" else "reset"
+    args.add({"name": name, "kind": "mode", "mode": name, "transition": transition})
+    return [{"kind": "mode", "name": name, "transition": transition}]
+
+
+def _contained(inst: Instance, ref: ast.VarRef, role: str, args: _Args, rep) -> list[dict]:
+    members = inst.children.get(ref.container)
+    if members is None:
+        rep.error(f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos)
+        return []
+    if ref.name not in members[0].ports:
+        rep.error(f"'{ref.name}' is not a port of '{ref.container}' "
+                  f"(reactor '{members[0].cls.name}')", ref.pos)
+        return []
+    ids = [m.id for m in members]
+    bank = members[0].site is not None and members[0].site.width is not None
+    if bank:
+        arg = args.add({"name": ref.container, "kind": "bank", "reactors": ids, "ports": []})
+        args.add({"name": f"{ref.container}_{ref.name}", "kind": "bank_ports", "reactors": ids,
+                  "port": ref.name}, raw=True)
+    else:
+        arg = args.add({"name": ref.container, "kind": "contained", "reactor": ids[0], "ports": []})
+        args.add({"name": f"{ref.container}_{ref.name}", "kind": "port", "reactor": ids[0],
+                  "port": ref.name}, raw=True)
+    if ref.name not in arg["ports"]:
+        arg["ports"].append(ref.name)
+    return [{"kind": "port", "reactor": i, "name": ref.name} for i in ids]

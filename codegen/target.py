@@ -1,0 +1,126 @@
+"""Target declaration and properties of the Python target (spec §1.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast
+from .diagnostics import Reporter
+from .units import UNITS, to_ns
+
+#: Properties we implement; value kind for validation.
+SUPPORTED = {
+    "timeout": "time", "fast": "bool", "keepalive": "bool", "logging": "level",
+    "workers": "int", "single-threaded": "bool", "files": "files", "tracing": "tracing",
+    "seed": "int",
+}
+#: Properties LF accepts for Python that have no effect on this implementation (warning).
+IGNORED = {
+    "scheduler", "python-version", "trace-plugin", "build", "build-type", "cmake-args",
+    "cmake-include", "compile-definitions", "no-compile", "no-source-mapping", "protobufs",
+    "docker", "coordination", "coordination-options", "clock-sync", "clock-sync-options", "auth",
+    "comm-type", "sst", "DNET", "_fed_setup",
+}
+LEVELS = ("error", "warn", "info", "log", "debug")
+
+
+@dataclass
+class TargetConfig:
+    """Resolved target properties. Times are in nanoseconds."""
+
+    timeout: int | None = None
+    fast: bool = False
+    keepalive: bool = False
+    keepalive_set: bool = False
+    logging: str = "info"
+    workers: int = 1
+    single_threaded: bool = False
+    tracing: bool = False
+    files: list[str] = field(default_factory=list)
+    seed: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "timeout": self.timeout, "fast": self.fast, "keepalive": self.keepalive,
+            "logging": self.logging, "workers": self.workers,
+            "single_threaded": self.single_threaded, "tracing": self.tracing,
+            "files": list(self.files), "seed": self.seed,
+        }
+
+
+def read_target(target: ast.Target | None, rep: Reporter) -> TargetConfig:
+    """Validate a target declaration and return its configuration.
+
+    Errors (reported, not raised): a target other than Python, a badly typed value.
+    Warnings: an unknown property, a property without effect here.
+    """
+    cfg = TargetConfig()
+    if target is None:
+        return cfg
+    if target.name.lower() != "python":
+        rep.error(f"this compiler supports only 'target Python', not '{target.name}'", target.pos)
+        return cfg
+    for kv in target.properties:
+        _read_property(cfg, kv, rep)
+    return cfg
+
+
+def _read_property(cfg: TargetConfig, kv: ast.KeyValue, rep: Reporter) -> None:
+    kind = SUPPORTED.get(kv.key)
+    if kind is None:
+        if kv.key in IGNORED:
+            rep.warning(f"target property '{kv.key}' has no effect in this implementation", kv.pos)
+        else:
+            rep.warning(f"unknown target property '{kv.key}'", kv.pos)
+        return
+    value = _convert(kind, kv, rep)
+    if value is None:
+        return
+    attr = kv.key.replace("-", "_")
+    setattr(cfg, attr, value)
+    if kv.key == "keepalive":
+        cfg.keepalive_set = True
+
+
+def _convert(kind: str, kv: ast.KeyValue, rep: Reporter):
+    v = kv.value
+    if kind == "time":
+        if isinstance(v, ast.Literal) and v.text == "0":
+            return 0
+        if isinstance(v, ast.Time) and (v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")):
+            if v.unit is None and v.magnitude != 0:
+                rep.error("missing time unit", v.pos)
+                return None
+            return to_ns(v.magnitude, v.unit)
+        rep.error(f"target property '{kv.key}' requires a time value, e.g. 1 sec", kv.pos)
+        return None
+    text = _text(v)
+    if kind == "bool":
+        if text in ("true", "True", "false", "False"):
+            return text.lower() == "true"
+        rep.error(f"target property '{kv.key}' requires true or false", kv.pos)
+        return None
+    if kind == "int":
+        if text is not None and text.lstrip("-").isdigit() and int(text) >= 0:
+            return int(text)
+        rep.error(f"target property '{kv.key}' requires a non-negative integer", kv.pos)
+        return None
+    if kind == "level":
+        if text is not None and text.strip('"').lower() in LEVELS:
+            return text.strip('"').lower()
+        rep.error(f"logging level must be one of {', '.join(LEVELS)}", kv.pos)
+        return None
+    if kind == "files":
+        items = v.items if isinstance(v, ast.PropList) else (v,)
+        return [_text(i).strip('"') for i in items if _text(i) is not None]
+    if kind == "tracing":
+        return text is None or text.lower() == "true"
+    return None
+
+
+def _text(v) -> str | None:
+    if isinstance(v, (ast.Literal, ast.PropIdent)):
+        return v.text
+    if isinstance(v, ast.Time) and v.unit is None:
+        return str(v.magnitude)
+    return None

@@ -1,0 +1,105 @@
+"""Compile-time values of LF expressions (spec §1.2).
+
+Widths, timer offsets and periods, action delays, deadlines and ``after`` delays are resolved
+at compile time from literals and parameter values. A parameter set by ``{= code =}`` has an
+:class:`Opaque` value: it is fine at run time but cannot drive structure or timing.
+"""
+
+from __future__ import annotations
+
+import ast as pyast
+from dataclasses import dataclass
+
+from . import ast
+from .diagnostics import Reporter
+from .units import UNITS, to_ns
+
+
+class TimeNs(int):
+    """An integer number of nanoseconds that came from a time value (a "time-typed" value)."""
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A value known only at run time (target code)."""
+
+    text: str
+
+
+def evaluate(expr: ast.Expr | None, scope: dict | None, rep: Reporter):
+    """The compile-time value of ``expr``.
+
+    ``scope`` maps parameter names to values for parameter references (None: references are
+    not allowed here). Unknown units and undefined parameters are reported through ``rep``
+    and give None.
+    """
+    if expr is None:
+        return None
+    if isinstance(expr, ast.Time):
+        if expr.unit is not None and expr.unit not in UNITS and expr.unit not in ("forever", "never"):
+            rep.error(f"invalid time unit '{expr.unit}'", expr.pos)
+            return None
+        return TimeNs(to_ns(expr.magnitude, expr.unit))
+    if isinstance(expr, ast.Literal):
+        return _literal(expr.text)
+    if isinstance(expr, ast.ParamRef):
+        if scope is None or expr.name not in scope:
+            rep.error(f"'{expr.name}' is not a parameter of this reactor", expr.pos)
+            return None
+        return scope[expr.name]
+    if isinstance(expr, ast.Code):
+        return Opaque(expr.text)
+    if isinstance(expr, ast.ListExpr):
+        return [evaluate(e, scope, rep) for e in expr.items]
+    return None
+
+
+def _literal(text: str):
+    if text in ("true", "false"):
+        return Opaque(text)
+    try:
+        return pyast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return Opaque(text)
+
+
+def time_of(expr: ast.Expr | None, scope: dict | None, rep: Reporter, what: str) -> int | None:
+    """Resolve ``expr`` as a time in nanoseconds; None when absent or invalid (reported)."""
+    if expr is None:
+        return None
+    value = evaluate(expr, scope, rep)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, TimeNs) or value == 0:
+            return int(value)
+        rep.error(f"{what} needs a time unit, e.g. '{value} msec'", expr.pos)
+        return None
+    if value is not None:
+        rep.error(f"{what} must be a time value or a time parameter known at compile time", expr.pos)
+    return None
+
+
+def width_of(width: ast.Width | None, scope: dict, rep: Reporter) -> int:
+    """The width of a multiport or bank; -2 for a plain port (no width given)."""
+    if width is None:
+        return -2
+    if not width.terms:
+        rep.error("variable-width multiports and banks are not supported by the Python target", width.pos)
+        return 1
+    total = 0
+    for term in width.terms:
+        if isinstance(term, ast.WidthOf):
+            rep.error("widthof(...) is not supported by the Python target", term.pos)
+            return 1
+        if isinstance(term, ast.Code):
+            rep.error("a width given by target code is not supported by the Python target", term.pos)
+            return 1
+        value = evaluate(term, scope, rep)
+        if not isinstance(value, int) or isinstance(value, bool):
+            if value is not None:
+                rep.error("a width must be an integer literal or an integer parameter", term.pos)
+            return 1
+        total += value
+    if total <= 0:
+        rep.error(f"width must be positive, not {total}", width.pos)
+        return 1
+    return total
