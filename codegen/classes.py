@@ -125,11 +125,16 @@ class ClassTable:
             self.rep.error(f"reactor '{decl.name}' extends itself (cyclic inheritance)", decl.pos)
             return None
         self._building.add(key)
+        pending: list = []
         try:
-            cls = self._build(file, decl)
+            cls = self._build(file, decl, pending)
         finally:
             self._building.discard(key)
         self._classes[key] = cls
+        for node, mode, where in pending:  # after registering, so containment cycles terminate
+            sub = self.lookup(where, node.class_name, node.pos)
+            if sub is not None:
+                cls.children.append(Child(node, mode, sub))
         return cls
 
     def lookup(self, file: str, name: str, pos: ast.Pos) -> ReactorClass | None:
@@ -140,7 +145,7 @@ class ClassTable:
             return None
         return self.get(*hit)
 
-    def _build(self, file: str, decl: ast.Reactor) -> ReactorClass:
+    def _build(self, file: str, decl: ast.Reactor, pending: list) -> ReactorClass:
         name = decl.name or _stem(file)
         cls = ReactorClass(name=name, decl=decl, file=file, pyclass=self._pyname(name))
         for sname, spos in decl.extends:
@@ -148,10 +153,10 @@ class ClassTable:
             if sup is not None:
                 cls.supers.append(sup)
         for anc in _linearize(cls):
-            self._absorb(cls, anc)
+            self._absorb(cls, anc, pending)
         return cls
 
-    def _absorb(self, cls: ReactorClass, src: ReactorClass) -> None:
+    def _absorb(self, cls: ReactorClass, src: ReactorClass, pending: list) -> None:
         """Add the members declared directly in ``src`` (itself or an ancestor) to ``cls``."""
         d = src.decl
         for p in d.parameters:
@@ -160,13 +165,14 @@ class ClassTable:
                 cls.parameters[cls.parameters.index(old)] = p  # subclass overrides the default
             else:
                 cls.parameters.append(p)
-        self._absorb_members(cls, src.file, d.members, None)
+        self._absorb_members(cls, src.file, d.members, None, pending)
 
-    def _absorb_members(self, cls: ReactorClass, file: str, members, mode: str | None) -> None:
+    def _absorb_members(self, cls, file: str, members, mode: str | None, pending: list) -> None:
+        """Sort ``members`` into ``cls``; instantiations go to ``pending`` (resolved later)."""
         for m in members:
             if isinstance(m, ast.Mode):
                 cls.modes.append(m)
-                self._absorb_members(cls, file, m.members, m.name)
+                self._absorb_members(cls, file, m.members, m.name, pending)
             elif isinstance(m, ast.Preamble):
                 cls.preambles.append(m)
             elif isinstance(m, ast.Method):
@@ -174,9 +180,7 @@ class ClassTable:
             elif isinstance(m, ast.PortDecl):
                 cls.ports.append(m)
             elif isinstance(m, ast.Instantiation):
-                sub = self.lookup(file, m.class_name, m.pos)
-                if sub is not None:
-                    cls.children.append(Child(m, mode, sub))
+                pending.append((m, mode, file))
             else:
                 pool = {
                     ast.StateVar: cls.states, ast.TimerDecl: cls.timers,
@@ -192,6 +196,13 @@ class ClassTable:
             py, n = f"{base}_{n}", n + 1
         self._pynames.add(py)
         return py
+
+    def build_all(self) -> None:
+        """Build every reactor class of every file, so that unused classes are checked too."""
+        for path, model in list(self.program.files.items()):
+            for r in model.reactors:
+                if not (r.main or r.federated) or path == self.program.main_file:
+                    self.get(path, r)
 
     def all(self) -> list[ReactorClass]:
         """Every class built so far, in build order."""

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from . import ast
 from .analyse import analyse
 from .check import check_classes, check_files, find_main
-from .classes import ClassTable
+from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .elaborate import elaborate
 from .emit import Output, emit_program
+from .instance import Elaborated
 from .loader import Program, load, project_root, resolve_import
 from .parse import parse_file
 from .target import TargetConfig, read_target
@@ -28,15 +29,24 @@ class Overrides:
     fast: bool | None = None
 
 
-def compile_file(path: str, rep: Reporter, out_root: str | None = None,
-                 overrides: Overrides | None = None, no_compile: bool = False) -> Output | None:
-    """Compile one ``.lf`` file; return where the program was written.
+@dataclass
+class Front:
+    """Everything the compiler knows about a program before emitting it."""
+
+    program: Program
+    table: ClassTable
+    main: ReactorClass
+    prog: Elaborated
+    target: TargetConfig
+
+
+def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front | None:
+    """Load, check, elaborate and analyse ``path``.
 
     Returns None (with a warning) for a file without a main reactor: a library.
 
     Raises:
         CompileError: any error was reported (syntax, validation, causality loop, ...).
-        OSError: the output cannot be written.
     """
     program = load(path, rep)
     check_files(program, rep)
@@ -52,6 +62,7 @@ def compile_file(path: str, rep: Reporter, out_root: str | None = None,
     main_cls = table.get(program.main_file, main_decl)
     delays = {"delay": table.lookup(BUILTIN, "_lf_Delay", None),
               "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None)}
+    table.build_all()
     check_classes(table, rep)
     rep.check()
     prog = elaborate(main_cls, table, delays, rep)
@@ -59,13 +70,28 @@ def compile_file(path: str, rep: Reporter, out_root: str | None = None,
     analyse(prog, rep)
     _finish_target(target, prog, overrides or Overrides(), main_decl, rep)
     rep.check()
-    used = {id(i.cls) for i in prog.instances}
-    classes = [c for c in table.all() if id(c) in used]
-    out = Output(out_root or project_root(program.main_file), main_cls.name)
-    files = _target_files(program.main_file, target, rep)
+    return Front(program, table, main_cls, prog, target)
+
+
+def compile_file(path: str, rep: Reporter, out_root: str | None = None,
+                 overrides: Overrides | None = None, no_compile: bool = False) -> Output | None:
+    """Compile one ``.lf`` file; return where the program was written (None for a library).
+
+    Raises:
+        CompileError: any error was reported (syntax, validation, causality loop, ...).
+        OSError: the output cannot be written.
+    """
+    f = front(path, rep, overrides)
+    if f is None:
+        return None
+    used = {id(i.cls) for i in f.prog.instances}
+    classes = [c for c in f.table.all() if id(c) in used]
+    main_file = f.program.main_file
+    out = Output(out_root or project_root(main_file), f.main.name)
+    files = _target_files(main_file, f.target, rep)
     rep.check()
-    emit_program(out, program.main_file, classes, _file_preambles(program), prog, target,
-                 project_root(program.main_file), files)
+    emit_program(out, main_file, classes, _file_preambles(f.program), f.prog, f.target,
+                 project_root(main_file), files)
     if not no_compile:
         _syntax_check(out, rep)
     return out

@@ -39,7 +39,8 @@ class Elaborator:
 
     def _instantiate(self, cls, parent, child: Child | None, index, width, mode, fn, stack):
         if cls in stack:
-            names = " -> ".join(c.name for c in stack + [cls])
+            loop = stack[stack.index(cls):] + [cls]
+            names = " -> ".join(c.name for c in loop)
             self.rep.error(f"cyclic instantiation: {names}", child.node.pos if child else cls.decl.pos)
             return None
         short = child.node.name if child else cls.name
