@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -47,33 +48,55 @@ class Output:
         return os.path.join(self.root, "bin", self.name)
 
 
+_MARK = re.compile(r"#\s(\S+\.lf):(\d+)$")
+
+
 class _Markers:
-    """Records each emitted body so that module lines can be mapped back to ``.lf`` lines."""
+    """Marks emitted code with its ``.lf`` origin so that module lines map back to ``.lf`` lines.
+
+    A body is preceded by a comment line ``# File.lf:N`` (its lines are N, N+1, ...); a one-line
+    expression carries ``# File.lf:N`` at the end of its own line.
+    """
 
     def __init__(self):
-        self.bodies: list[tuple[str, str, int, int]] = []  # marker, file, lf line, n lines
+        self.paths: dict[str, str] = {}
 
     def mark(self, code: ast.Code | None, fallback: ast.Pos) -> str:
+        """The marker text for a body (``File.lf:N``, N the line of its first line)."""
         file = (code.pos if code else fallback).file
         line = code.body_line if code else fallback.line
-        marker = f"{os.path.basename(file)}:{line}"
-        n = len(code.text.splitlines()) if code else 1
-        self.bodies.append((f"# {marker}", file, line, n))
-        return marker
+        self.paths.setdefault(os.path.basename(file), file)
+        return f"{os.path.basename(file)}:{line}"
+
+    def inline(self, pos: ast.Pos) -> str:
+        """A trailing comment for a one-line expression from ``pos``."""
+        self.paths.setdefault(os.path.basename(pos.file), pos.file)
+        return f"  # {os.path.basename(pos.file)}:{pos.line}"
 
     def line_map(self, text: str) -> list[list]:
-        out, k = [], 0
-        for i, line in enumerate(text.splitlines(), start=1):
-            if k < len(self.bodies) and line.strip() == self.bodies[k][0]:
-                _, file, lf_line, n = self.bodies[k]
-                out.append([i + 1, i + max(n, 1), file, lf_line])
-                k += 1
+        """``[first, last, lf_file, lf_line]`` for every marked range of ``text``."""
+        out: list[list] = []
+        lines = text.splitlines()
+        for i, line in enumerate(lines, start=1):
+            m = _MARK.search(line)
+            if m is None:
+                continue
+            path, lf_line = self.paths.get(m.group(1), m.group(1)), int(m.group(2))
+            if line.strip().startswith("#"):  # a body follows, as deep as the marker or deeper
+                depth = len(line) - len(line.lstrip())
+                last = i
+                while last < len(lines) and (not lines[last].strip() or
+                                             len(lines[last]) - len(lines[last].lstrip()) >= depth):
+                    last += 1
+                out.append([i + 1, last, path, lf_line])
+            else:
+                out.append([i, i, path, lf_line])
         return out
 
 
 def _class_view(c: ReactorClass, marks: _Markers) -> dict:
-    states = [{"name": s.node.name, "init": python(s.node.init, "self"), "mode": s.mode}
-              for s in c.states]
+    states = [{"name": s.node.name, "mode": s.mode,
+               "init": python(s.node.init, "self") + marks.inline(s.node.pos)} for s in c.states]
     return {
         "pyclass": c.pyclass, "name": c.name,
         "where": f"{os.path.basename(c.file)}:{c.decl.pos.line}",
@@ -157,7 +180,8 @@ def _render(main_file, classes, preambles, prog, by_class):
         v = _class_view(c, marks)
         v["reactions"] = [_reaction_view(r, marks) for r in by_class.get(id(c), [])]
         views.append(v)
-    sites = [{"fn": fn, "dict": _site_dict(site)} for fn, site in prog.sites.items()]
+    sites = [{"fn": fn, "dict": _site_dict(site) + (marks.inline(site[0].node.pos) if site[0] else "")}
+             for fn, site in prog.sites.items()]
     text = _ENV.get_template("module.py.j2").render(
         main_file=main_file, preambles=pre, classes=views, sites=sites)
     return text, marks.line_map(text)
