@@ -132,7 +132,7 @@ def _site_dict(site: tuple) -> str:
     items = []
     for p in cls.parameters:
         if p.name in assigned:
-            items.append(f"{p.name!r}: {python(assigned[p.name].value, 'parent')}")
+            items.append(f"{p.name!r}: {python(assigned[p.name].value, 'self')}")
         elif p.name == "bank_index":
             items.append("'bank_index': bank_index")
         else:

@@ -1,0 +1,204 @@
+"""Action capsules (spec §2.4, §3.3): logical and physical actions.
+
+``a.schedule(extra, value)`` queues an event at a tag computed from the action's
+``min_delay``, ``min_spacing`` and policy. Logical actions are scheduled by reactions of their
+reactor on the scheduler thread: that path is inlined and allocation-light. Physical actions
+may be scheduled from any thread: the call only records the physical time and posts to the
+scheduler's inbox; the scheduler computes the tag when it drains the inbox, so no lock guards
+the action's state.
+"""
+
+from __future__ import annotations
+
+from heapq import heappush
+from operator import attrgetter
+from time import time_ns
+
+from .context import CTX
+from .tag import FOREVER
+
+POLICIES = ("defer", "drop", "replace", "update")
+
+
+def _check_delay(delay) -> int:
+    if isinstance(delay, bool) or not isinstance(delay, int):
+        raise TypeError(f"schedule() delay must be an int number of nanoseconds, "
+                        f"not {type(delay).__name__} (use MSEC(...) etc.)")
+    if delay < 0:
+        CTX.log.warn(f"schedule() called with a negative delay ({delay} ns); using 0")
+        return 0
+    return int(delay)
+
+
+class Action:
+    """A logical action (``logical action a(min_delay, min_spacing, policy)``).
+
+    ``value``: payload at the current tag, persisting to later tags (read-only);
+    ``is_present``: True iff the action triggered at the current tag. Times are ns;
+    ``min_spacing`` None means "no spacing" (unlike 0). ``mode`` is the nearest enclosing
+    :class:`reactors.mode.Mode` or None.
+    """
+
+    __slots__ = ("_v", "_p", "_triggers", "_rq", "_mark", "_sched", "_min_delay", "_spacing",
+                 "_policy", "_queue", "_last", "mode", "_name")
+
+    value = property(attrgetter("_v"), doc="Payload of the latest event (None if none).")
+    is_present = property(attrgetter("_p"), doc="True iff the action is present at this tag.")
+
+    def __init__(self, name: str, min_delay: int = 0, min_spacing=None, policy: str = "defer",
+                 mode=None):
+        if policy not in POLICIES:
+            raise ValueError(f"action {name}: unknown policy '{policy}'")
+        self._name = name
+        self._v = None
+        self._p = False
+        self._triggers = ()
+        self._rq = []
+        self._mark = None
+        self._sched = None
+        self._min_delay = min_delay
+        self._spacing = min_spacing
+        self._policy = policy
+        self._queue = []   # this action's events still in the event queue
+        self._last = None  # the latest event scheduled (for min_spacing)
+        self.mode = mode
+
+    def schedule(self, delay, value=None) -> None:
+        """Schedule an event ``min_delay + delay`` ns after the current tag (spec §3.3).
+
+        ``delay`` must be an int (TypeError otherwise); a negative delay becomes 0 with a
+        warning. A zero total delay means the next microstep. Events past the stop tag are
+        dropped silently. Returns None.
+        """
+        if delay.__class__ is not int or delay < 0:
+            delay = _check_delay(delay)
+        s = self._sched
+        d = self._min_delay + delay
+        if d:
+            t = s.time + d
+            m = 0
+            if t >= FOREVER:
+                return
+        else:
+            t = s.time
+            m = s.micro + 1
+        if self._spacing is None and not self._queue:
+            if t < s.stop_time or (t == s.stop_time and m <= s.stop_micro):
+                e = [t, m, s.next_seq(), self, value]
+                self._queue.append(e)
+                heappush(s.events, e)
+            elif s.finished:
+                CTX.log.warn(f"action {self._name} scheduled after the program ended; ignored")
+        else:
+            self._place(t, m, value)
+
+    def _place(self, t: int, m: int, value) -> None:
+        """Apply collision/min_spacing rules to the preliminary tag ``(t, m)`` and queue."""
+        s = self._sched
+        if t == s.time and m <= s.micro:
+            m = s.micro + 1
+        if self._spacing is None:
+            taken = {e[1] for e in self._queue if e[0] == t}
+            while m in taken:
+                m += 1
+        elif self._last is not None:
+            tm = self._spaced(t, m, value)
+            if tm is None:
+                return
+            t, m = tm
+            if t == s.time and m <= s.micro:
+                m = s.micro + 1
+        if t > s.stop_time or (t == s.stop_time and m > s.stop_micro):
+            if s.finished:
+                CTX.log.warn(f"action {self._name} scheduled after the program ended; ignored")
+            return
+        e = [t, m, s.next_seq(), self, value]
+        self._queue.append(e)
+        heappush(s.events, e)
+        self._last = e
+
+    def _spaced(self, t: int, m: int, value):
+        """The tag for an event with min_spacing, or None when the event is absorbed."""
+        last = self._last
+        sp = self._spacing
+        earliest = (last[0] + sp, 0) if sp > 0 else (last[0], last[1] + 1)
+        if (t, m) >= earliest:
+            return t, m
+        policy = self._policy
+        queued = any(e is last for e in self._queue)
+        if policy == "drop":
+            return None
+        if policy == "replace" and queued:
+            last[4] = value
+            return None
+        if policy == "update":
+            if queued:
+                self._cancel(last)
+            return t, m
+        return earliest
+
+    def _cancel(self, e) -> None:
+        e[3] = None  # dead: the scheduler skips it
+        self._queue.remove(e)
+
+    def _fire(self, e) -> None:
+        """Make the action present with the event's payload and trigger its reactions."""
+        self._v = e[4]
+        if not self._p:
+            self._p = True
+            self._mark(self)
+        q = self._queue
+        if q[0] is e:
+            del q[0]
+        else:
+            q.remove(e)
+        for rank in self._triggers:
+            heappush(self._rq, rank)
+
+    def _resume(self, t: int, m: int, value) -> None:
+        """Re-queue a suspended event (mode history) at preliminary tag ``(t, m)``."""
+        taken = {e[1] for e in self._queue if e[0] == t}
+        while m in taken:
+            m += 1
+        s = self._sched
+        if t < s.stop_time or (t == s.stop_time and m <= s.stop_micro):
+            self._queue.append(s.queue.push(t, m, self, value))
+
+    def _forget(self, e) -> None:
+        """Drop bookkeeping of an event removed from the queue (mode suspension)."""
+        if e in self._queue:
+            self._queue.remove(e)
+
+    def __repr__(self):
+        return f"<action {self._name} value={self._v!r} present={self._p}>"
+
+
+class PhysicalAction(Action):
+    """A physical action: its tag comes from the physical clock when ``schedule`` is called.
+
+    ``schedule`` is thread-safe: any thread may call it. The scheduler assigns the tag
+    (physical time + min_delay + delay, at least the start time and strictly after the
+    current tag) when it drains its inbox, and wakes if it was waiting (spec §3.13).
+    """
+
+    __slots__ = ()
+
+    def schedule(self, delay, value=None) -> None:
+        """Schedule an event ``min_delay + delay`` ns after the physical time of this call."""
+        if delay.__class__ is not int or delay < 0:
+            delay = _check_delay(delay)
+        s = self._sched
+        if s.finished:
+            CTX.log.warn(f"physical action {self._name} scheduled after the program ended; ignored")
+            return
+        s.post((self, time_ns(), delay, value))
+
+    def _arrive(self, phys: int, delay: int, value) -> None:
+        """Scheduler-thread half of :meth:`schedule`: compute the tag and queue the event."""
+        s = self._sched
+        t = max(phys + self._min_delay + delay, s.start_time)
+        if t >= FOREVER:
+            return
+        if t < s.time:
+            t = s.time
+        self._place(t, 0, value)

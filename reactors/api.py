@@ -1,0 +1,121 @@
+"""What generated modules import with ``from reactors.api import *`` (spec §2.1, §2.7).
+
+``lf`` is the namespace of runtime calls (``lf.time.logical()``, ``lf.tag()``,
+``lf.request_stop()``...); the other names are the time helpers and classes reaction code
+uses directly. Calls that need the running program read :data:`reactors.context.CTX`.
+"""
+
+from __future__ import annotations
+
+from time import time_ns
+
+from .action import Action as action_capsule_t
+from .context import CTX
+from .port import Port as port_capsule
+from .reactor import Make, ReactorBase
+from .tag import (BILLION, DAY, DAYS, FOREVER, HOUR, HOURS, MINUTE, MINUTES, MSEC, MSECS,
+                  NEVER, NSEC, NSECS, SEC, SECS, USEC, USECS, WEEK, WEEKS, Tag, instant_t,
+                  interval_t, tag_compare)
+
+__all__ = ["lf", "Tag", "request_stop", "get_fed_maxwait", "set_fed_maxwait", "BILLION",
+           "FOREVER", "NEVER", "instant_t", "interval_t", "NSEC", "NSECS", "USEC", "USECS",
+           "MSEC", "MSECS", "SEC", "SECS", "MINUTE", "MINUTES", "HOUR", "HOURS", "DAY", "DAYS",
+           "WEEK", "WEEKS", "Make", "ReactorBase", "action_capsule_t", "port_capsule"]
+
+
+def request_stop() -> None:
+    """Request the program to stop at the next microstep (spec §3.9); from any thread."""
+    CTX.sched.request_stop()
+
+
+def get_fed_maxwait():
+    """Federated execution only: always raises RuntimeError (spec §2.7)."""
+    raise RuntimeError("get_fed_maxwait() is only available in a decentralized federated program")
+
+
+def set_fed_maxwait(t) -> None:
+    """Federated execution only: always raises RuntimeError (spec §2.7)."""
+    raise RuntimeError("set_fed_maxwait() is only available in a decentralized federated program")
+
+
+class _Time:
+    """``lf.time``: logical and physical clocks in ns (spec §2.7)."""
+
+    @staticmethod
+    def logical() -> int:
+        """Current logical time, ns since the epoch."""
+        return CTX.sched.time
+
+    @staticmethod
+    def logical_elapsed() -> int:
+        """Current logical time minus the start time, ns."""
+        s = CTX.sched
+        return s.time - s.start_time
+
+    @staticmethod
+    def physical() -> int:
+        """Physical (wall-clock) time, ns since the epoch."""
+        return time_ns()
+
+    @staticmethod
+    def physical_elapsed() -> int:
+        """Physical time minus the start time, ns."""
+        return time_ns() - CTX.sched.start_time
+
+    @staticmethod
+    def start() -> int:
+        """The start time (origin of logical and physical elapsed time), ns since the epoch."""
+        return CTX.sched.start_time
+
+
+class _LF:
+    """The ``lf`` namespace of reaction code (spec §2.7)."""
+
+    time = _Time()
+    Tag = Tag
+    tag_compare = staticmethod(tag_compare)
+    request_stop = staticmethod(request_stop)
+    get_fed_maxwait = staticmethod(get_fed_maxwait)
+    set_fed_maxwait = staticmethod(set_fed_maxwait)
+
+    @staticmethod
+    def tag() -> Tag:
+        """The current tag as a :class:`Tag`."""
+        s = CTX.sched
+        return Tag(s.time, s.micro)
+
+    @staticmethod
+    def source_directory() -> str:
+        """Absolute directory of the main .lf file."""
+        return CTX.source_directory
+
+    @staticmethod
+    def package_directory() -> str:
+        """The project root (parent of the nearest ``src``/``lf_src`` directory)."""
+        return CTX.package_directory
+
+    @staticmethod
+    def check_deadline(reactor, invoke_deadline_handler=True) -> bool:
+        """``reactor.check_deadline(invoke_deadline_handler)``."""
+        return ReactorBase.check_deadline(reactor, invoke_deadline_handler)
+
+    @staticmethod
+    def update_deadline(reactor, t) -> None:
+        """``reactor.update_deadline(t)``."""
+        ReactorBase.update_deadline(reactor, t)
+
+    @staticmethod
+    def register_user_trace_event(reactor, description) -> int:
+        """``reactor.register_user_trace_event(description)`` (non-zero handle)."""
+        return ReactorBase.register_user_trace_event(reactor, description)
+
+    @staticmethod
+    def tracepoint_user_event(reactor, handle) -> None:
+        """``reactor.tracepoint_user_event(handle)`` (stub)."""
+
+    @staticmethod
+    def tracepoint_user_value(reactor, handle, value) -> None:
+        """``reactor.tracepoint_user_value(handle, value)`` (stub)."""
+
+
+lf = _LF()

@@ -1,0 +1,39 @@
+"""The process-wide runtime context that ``lf.*`` and ``ReactorBase`` methods consult.
+
+Reaction code calls free functions (``lf.tag()``, ``request_stop()``) with no handle to the
+runtime, so the running program registers itself here. One context per process: a later
+multi-process worker backend sets it once in each worker.
+"""
+
+from __future__ import annotations
+
+from .log import Log
+
+
+class Idle:
+    """Stands in for the scheduler before one runs: time 0, nothing running."""
+
+    time = micro = start_time = 0
+    current = None
+    finished = False
+
+    def request_stop(self) -> None:
+        """Nothing to stop yet."""
+
+
+class Context:
+    """What the API functions need: the scheduler (an :class:`Idle` before one runs),
+    the program's directories and the runtime's :class:`reactors.log.Log`."""
+
+    __slots__ = ("sched", "source_directory", "package_directory", "log", "trace_handles")
+
+    def __init__(self):
+        self.sched = Idle()
+        self.source_directory = ""
+        self.package_directory = ""
+        self.log = Log("info")
+        self.trace_handles = 0
+
+
+#: The single context of this process.
+CTX = Context()

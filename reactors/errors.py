@@ -1,0 +1,137 @@
+"""Errors of the runtime and how a failure is reported to the user (spec §2.9).
+
+A failing reaction is reported on stderr with the reactor instance, the reaction and the
+``.lf`` file:line, followed by the user's traceback: frames of the runtime itself are dropped
+and lines of the generated module are translated to ``.lf`` lines through graph.json's
+``line_map``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import linecache
+import os
+import sys
+import traceback
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class LaunchError(Exception):
+    """The program cannot start: bad command-line options or an unreadable graph."""
+
+
+class GraphError(LaunchError):
+    """graph.json is malformed or does not match the generated module (PROGRAM.md)."""
+
+
+class BuildFailure(Exception):
+    """User code raised while the program was being built (``what`` says where); the
+    original exception is ``exc``."""
+
+    def __init__(self, what: str, exc: BaseException):
+        super().__init__(f"{what}: {exc!r}")
+        self.what = what
+        self.exc = exc
+
+
+class SourceMap:
+    """Translates (generated module file, line) to (.lf file, line) with a graph.json
+    ``line_map`` (entries ``[first, last, lf_file, lf_first]``: module lines first..last are
+    lf_file lines lf_first..)."""
+
+    def __init__(self, module_file, line_map):
+        self.module_file = _norm(module_file) if module_file else None
+        self.ranges = sorted((int(a), int(b), f, int(c)) for a, b, f, c in line_map)
+        self._starts = [r[0] for r in self.ranges]
+
+    def translate(self, filename: str, lineno: int):
+        """``(filename, lineno)`` in .lf terms, or unchanged when not in the map."""
+        if self.module_file is None or _norm(filename) != self.module_file:
+            return filename, lineno
+        i = bisect.bisect_right(self._starts, lineno) - 1
+        if i >= 0:
+            a, b, f, c = self.ranges[i]
+            if a <= lineno <= b:
+                return f, c + lineno - a
+        return filename, lineno
+
+    def is_generated(self, filename: str) -> bool:
+        """Whether ``filename`` is the generated module."""
+        return self.module_file is not None and _norm(filename) == self.module_file
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.realpath(path))
+
+
+def _user_stack(tb, smap: SourceMap):
+    """Frames of ``tb`` outside the runtime, translated to .lf lines; and the innermost
+    location inside the generated module (or None)."""
+    frames, where = [], None
+    for fs in traceback.extract_tb(tb):
+        if os.path.dirname(os.path.abspath(fs.filename)) == _RUNTIME_DIR:
+            continue
+        fname, line = smap.translate(fs.filename, fs.lineno)
+        if smap.is_generated(fs.filename):
+            where = (fname, line)
+        text = linecache.getline(fname, line).strip() if fname != fs.filename else fs.line
+        frames.append(traceback.FrameSummary(fname, line, fs.name, line=text or None))
+    return traceback.StackSummary.from_list(frames), where
+
+
+def format_exception(exc: BaseException, smap: SourceMap):
+    """The user-facing traceback text of ``exc`` (chained exceptions included) and the
+    innermost .lf location ``(file, line)`` inside the generated module, or None."""
+    te = traceback.TracebackException.from_exception(exc)
+    where = None
+    seen = set()
+    cur, cur_exc = te, exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        cur.stack, w = _user_stack(cur_exc.__traceback__, smap)
+        where = where or w
+        if cur.__cause__ is not None:
+            cur, cur_exc = cur.__cause__, cur_exc.__cause__
+        elif cur.__context__ is not None and not cur.__suppress_context__:
+            cur, cur_exc = cur.__context__, cur_exc.__context__
+        else:
+            cur = None
+    return "".join(te.format()), where
+
+
+def exit_status(exc: BaseException) -> int:
+    """Process exit status for an exception that ended the program: ``n`` for
+    ``SystemExit(n)`` (0 for None, 1 for a non-int code), 1 otherwise."""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None:
+            return 0
+        return code if isinstance(code, int) else 1
+    return 1
+
+
+def report(exc: BaseException, what: str, smap: SourceMap, fallback=None, log=None) -> int:
+    """Print the failure of ``what`` (e.g. ``reaction 1 of Main.c``) to stderr and return the
+    exit status. ``fallback`` is the (.lf file, line) to name when no frame of the generated
+    module is in the traceback."""
+    status = exit_status(exc)
+    err = sys.stderr
+    if isinstance(exc, SystemExit):
+        where = _where(format_exception(exc, smap)[1] or fallback)
+        if not isinstance(exc.code, (int, type(None))):
+            err.write(f"{exc.code}\n")
+        if status != 0:
+            err.write(f"ERROR: {what} exited with status {status}{where}\n")
+        elif log is not None:
+            log.log(f"---- {what} called exit(0){where}")
+        err.flush()
+        return status
+    text, loc = format_exception(exc, smap)
+    err.write(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
+    err.flush()
+    return status
+
+
+def _where(loc) -> str:
+    return f" at {loc[0]}:{loc[1]}" if loc and loc[0] else ""

@@ -1,0 +1,174 @@
+"""Entry point of a generated program: options, build, run, exit status (spec §2.9, §5.3).
+
+``main(module, graph_path, argv)`` is what the generated module's ``main`` calls. It returns
+the process exit status: 0 on normal end, ``n`` when a reaction called ``exit(n)``, 1 when a
+reaction raised or the program could not start, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+
+from .build import build, load_graph
+from .clock import Clock
+from .context import CTX
+from .errors import BuildFailure, LaunchError, SourceMap, report
+from .log import Log
+from .scheduler import Scheduler
+from .tag import parse_duration
+
+USAGE = """\
+Usage: {prog} [options]
+  -f, --fast [true|false]                 do not wait for physical time
+  -o, --timeout <duration> <units>        stop after this much logical time
+  -k, --keepalive [true|false]            keep running when the event queue is empty
+  -w, --workers <n>                       number of workers
+  -m, --start-time-multiple <n> <units>   round the start time up to a multiple
+  -h, --help                              print this message
+Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
+
+STATUS_INTERRUPTED = 130
+
+
+@dataclass
+class Options:
+    """Run options: target properties overridden by the command line (times in ns)."""
+
+    fast: bool = False
+    keepalive: bool = False
+    timeout: int | None = None
+    workers: int = 1
+    start_multiple: int = 0
+    help: bool = False
+
+
+def parse_options(argv: list, target: dict) -> Options:
+    """Parse program options over the defaults of graph.json's ``target``.
+
+    Raises LaunchError for an unknown option or a malformed value.
+    """
+    o = Options(fast=bool(target.get("fast")), keepalive=bool(target.get("keepalive")),
+                timeout=target.get("timeout"), workers=int(target.get("workers") or 1))
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            o.help = True
+        elif a in ("-f", "--fast"):
+            o.fast = _flag(args, a)
+        elif a in ("-k", "--keepalive"):
+            o.keepalive = _flag(args, a)
+        elif a in ("-o", "--timeout"):
+            o.timeout = _duration(args, a)
+        elif a in ("-m", "--start-time-multiple"):
+            o.start_multiple = _duration(args, a)
+        elif a in ("-w", "--workers"):
+            if not args or not args[0].isdigit():
+                raise LaunchError(f"{a} expects a non-negative integer")
+            o.workers = int(args.pop(0))
+        else:
+            raise LaunchError(f"unknown option '{a}'")
+    return o
+
+
+def _flag(args: list, opt: str) -> bool:
+    if args and args[0].lower() in ("true", "false"):
+        return args.pop(0).lower() == "true"
+    if args and not args[0].startswith("-"):
+        raise LaunchError(f"{opt} expects true or false, got '{args[0]}'")
+    return True
+
+
+def _duration(args: list, opt: str) -> int:
+    if len(args) >= 1 and args[0] == "0" and (len(args) == 1 or args[1].startswith("-")):
+        args.pop(0)
+        return 0
+    if len(args) < 2:
+        raise LaunchError(f"{opt} expects '<integer> <unit>'")
+    mag, unit = args.pop(0), args.pop(0)
+    try:
+        value = parse_duration(mag, unit)
+    except ValueError as e:
+        raise LaunchError(f"{opt}: {e}") from None
+    if value < 0:
+        raise LaunchError(f"{opt}: negative duration")
+    return value
+
+
+def _program_args(argv):
+    if argv is None:
+        return list(sys.argv[1:])
+    argv = list(argv)
+    if argv and not argv[0].startswith("-"):
+        return argv[1:]   # argv[0] is the program (sys.argv style)
+    return argv
+
+
+def main(module, graph_path: str, argv=None) -> int:
+    """Run the program described by ``graph_path`` with the classes of ``module``.
+
+    ``module`` is the generated module (or its import name); ``argv`` the command line,
+    either ``sys.argv`` (first item the program) or only the options (default:
+    ``sys.argv[1:]``). Returns the exit status; prints errors to stderr.
+    """
+    if isinstance(module, str):
+        module = importlib.import_module(module)
+    try:
+        graph = load_graph(graph_path)
+    except LaunchError as e:
+        sys.stderr.write(f"ERROR: {e}\n")
+        return 1
+    return run_graph(module, graph, _program_args(argv))
+
+
+def run_graph(module, graph: dict, args=()) -> int:
+    """Like :func:`main` with an already parsed graph (absolute paths) and option list."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "program"
+    try:
+        target = graph.get("target", {})
+        opts = parse_options(list(args), target)
+        log = Log(target.get("logging") or "info")
+    except (LaunchError, ValueError) as e:
+        sys.stderr.write(f"ERROR: {e}\n{USAGE.format(prog=prog)}\n")
+        return 1
+    if opts.help:
+        print(USAGE.format(prog=prog))
+        return 0
+    CTX.log = log
+    CTX.source_directory = graph.get("source_directory", "")
+    CTX.package_directory = graph.get("package_directory", "")
+    return _run(module, graph, opts, log)
+
+
+def _run(module, graph: dict, opts: Options, log: Log) -> int:
+    try:
+        program = build(module, graph)
+    except BuildFailure as f:
+        smap = SourceMap(getattr(module, "__file__", None), graph.get("line_map", []))
+        return report(f.exc, f.what, smap, log=log)
+    except LaunchError as e:
+        log.error(str(e))
+        return 1
+    except KeyboardInterrupt:
+        return STATUS_INTERRUPTED
+    if opts.workers > 1:
+        log.log(f"---- {opts.workers} workers requested; this runtime runs on one worker")
+    if opts.fast and program.physical_actions:
+        log.warn("fast execution with physical actions: physical tags may lag logical time")
+    sched = Scheduler(program, Clock(), fast=opts.fast,
+                      keepalive=opts.keepalive,
+                      timeout=opts.timeout, start_multiple=opts.start_multiple, log=log)
+    try:
+        sched.run()
+    except KeyboardInterrupt:
+        log.info("---- Interrupted (Ctrl-C); stopping.")
+        return STATUS_INTERRUPTED
+    except BaseException as exc:
+        r = sched.failed
+        if r is None:
+            return report(exc, "the runtime", program.source_map, log=log)
+        return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
+    return 0

@@ -1,0 +1,151 @@
+"""Port capsules (spec §2.3, §3.4): single channels, multiports and mutable-input copies.
+
+A :class:`Port` is one channel. Zero-delay connections are by reference, so every channel
+reached from a root channel *is* the root's :class:`Port` object (the build step hands the same
+object to the writer and to every reader): no copying per tag. A port holds its value (which
+persists across tags), its presence at the current tag, and the ranks of the reactions its
+presence triggers. A transport (e.g. a later multi-process backend) may fill ``_v``/``_p``
+directly and then call :meth:`Port.trigger`.
+"""
+
+from __future__ import annotations
+
+import copy
+from heapq import heappush
+from operator import attrgetter
+
+PLAIN_WIDTH = -2  # ``width`` of a port that is not a multiport (spec §2.3)
+
+
+def _unwired(_obj):
+    """Placeholder presence recorder for ports not yet attached to a scheduler."""
+
+
+class Port:
+    """One channel of a port: ``value`` (persistent), ``is_present`` (this tag), ``set(v)``.
+
+    ``value`` and ``is_present`` are read-only attributes. ``set`` stores the object itself
+    (no copy), marks the port present and triggers the reactions listening to it. ``width``
+    is -2. ``len()`` of a plain port raises TypeError, as in LF.
+    """
+
+    __slots__ = ("_v", "_p", "_triggers", "_rq", "_mark", "_name")
+
+    value = property(attrgetter("_v"), doc="The latest value set (None if never set).")
+    is_present = property(attrgetter("_p"), doc="True iff set at the current tag.")
+    width = PLAIN_WIDTH
+
+    def __init__(self, name: str = "?"):
+        self._v = None
+        self._p = False
+        self._triggers = ()
+        self._rq = []
+        self._mark = _unwired
+        self._name = name
+
+    def set(self, value) -> None:
+        """Set the value and mark the port present at the current tag (spec §2.3).
+
+        Setting again in the same tag overwrites the value; readers share the object.
+        """
+        self._v = value
+        if not self._p:
+            self._p = True
+            self._mark(self)
+            for rank in self._triggers:
+                heappush(self._rq, rank)
+
+    def trigger(self) -> None:
+        """Mark present and trigger readers, keeping ``_v`` (for a transport that filled it)."""
+        if not self._p:
+            self._p = True
+            self._mark(self)
+            for rank in self._triggers:
+                heappush(self._rq, rank)
+
+    def __repr__(self):
+        return f"<port {self._name} value={self._v!r} present={self._p}>"
+
+
+class Multiport:
+    """A multiport capsule (spec §2.3): ``len(p)``, ``p[i]``, iteration, ``width``.
+
+    Its own ``value`` is None and ``is_present`` False; channels are :class:`Port` objects.
+    ``p[i] = v`` raises TypeError (use ``p[i].set(v)``).
+    """
+
+    __slots__ = ("_channels", "width", "_name")
+    value = None
+    is_present = False
+
+    def __init__(self, channels, name: str = "?"):
+        self._channels = tuple(channels)
+        self.width = len(self._channels)
+        self._name = name
+
+    def __len__(self):
+        return self.width
+
+    def __getitem__(self, i):
+        return self._channels[i]
+
+    def __iter__(self):
+        return iter(self._channels)
+
+    def __setitem__(self, i, v):
+        raise TypeError("multiport channels cannot be assigned; use the .set method: p[i].set(v)")
+
+    def __repr__(self):
+        return f"<multiport {self._name}[{self.width}]>"
+
+
+class MutableInput:
+    """The view of a ``mutable input`` channel a reaction gets (spec §1.8, §2.2).
+
+    ``value`` is a deep copy (``copy.deepcopy``) of the channel's value, made on first read and
+    private to this invocation; it may be modified or reassigned. ``is_present`` is the
+    channel's presence. ``set(v)`` replaces the private value (it does not send anything).
+    """
+
+    __slots__ = ("_src", "_copy", "_copied")
+    width = PLAIN_WIDTH
+
+    def __init__(self, src: Port):
+        self._src = src
+        self._copied = False
+        self._copy = None
+
+    @property
+    def value(self):
+        """The private deep copy of the input's value."""
+        if not self._copied:
+            self._copy = copy.deepcopy(self._src._v)
+            self._copied = True
+        return self._copy
+
+    @value.setter
+    def value(self, v):
+        self._copy = v
+        self._copied = True
+
+    def set(self, v) -> None:
+        """Replace the private copy (the upstream port is not affected)."""
+        self.value = v
+
+    @property
+    def is_present(self) -> bool:
+        """True iff the input is present at the current tag."""
+        return self._src._p
+
+
+class MutableMultiport(Multiport):
+    """A multiport of :class:`MutableInput` channel views (``mutable input[N]``)."""
+
+    __slots__ = ()
+
+
+def mutable_view(capsule):
+    """A fresh per-invocation mutable view of a :class:`Port` or :class:`Multiport`."""
+    if isinstance(capsule, Multiport):
+        return MutableMultiport([MutableInput(c) for c in capsule._channels], capsule._name)
+    return MutableInput(capsule)

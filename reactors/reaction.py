@@ -1,0 +1,117 @@
+"""Reaction instances (spec §2.1, §2.8, §3.5, §3.7) and their dispatch entries.
+
+Each reaction is reduced at build time to a dispatch entry ``(callable, args)`` stored at
+its rank in the scheduler's table, so the per-reaction work is one ``fn(*args)``. A plain
+reaction's entry is its bound body and a prebuilt argument tuple. A reaction that needs a
+check first (a deadline, an enclosing mode, mutable inputs) gets ``(reaction.invoke, ())``.
+"""
+
+from __future__ import annotations
+
+from .port import mutable_view
+
+
+def forward(src, dst):
+    """The body of a mode-local connection reaction (``_lf_forward``, PROGRAM.md).
+
+    ``src`` and ``dst`` are equal-length sequences of channel :class:`Port` objects; each
+    present source channel's value is set on the matching destination channel.
+    """
+    pairs = tuple(zip(src, dst))
+
+    def _lf_forward(*_args):
+        for s, d in pairs:
+            if s._p:
+                d.set(s._v)
+    return _lf_forward
+
+
+class Reaction:
+    """One reaction of one reactor instance, ready to run.
+
+    Attributes: ``rank`` (dense position in the priority order), ``index`` and ``name`` as in
+    graph.json, ``owner`` (full instance name), ``body``/``handler`` (bound functions),
+    ``args`` (argument tuple), ``deadline`` (ns or None), ``mode`` (nearest enclosing
+    :class:`reactors.mode.Mode` or None), ``mutable`` (positions in ``args`` to replace with a
+    fresh deep-copy view per invocation), ``is_shutdown`` (triggered by ``shutdown``),
+    ``file``/``line`` (the ``.lf`` position).
+    """
+
+    __slots__ = ("rank", "index", "name", "owner", "body", "handler", "args", "deadline",
+                 "mode", "mutable", "is_shutdown", "file", "line", "cur_args", "_sched")
+
+    def __init__(self, *, index, name, owner, body, args, handler=None, deadline=None,
+                 mode=None, mutable=(), is_shutdown=False, file="", line=0):
+        self.rank = -1
+        self.index = index
+        self.name = name
+        self.owner = owner
+        self.body = body
+        self.handler = handler
+        self.args = tuple(args)
+        self.deadline = deadline
+        self.mode = mode
+        self.mutable = tuple(mutable)
+        self.is_shutdown = is_shutdown
+        self.file = file
+        self.line = line
+        self.cur_args = self.args
+        self._sched = None
+
+    @property
+    def is_plain(self) -> bool:
+        """True when the body can be called directly with the static argument tuple."""
+        return self.deadline is None and self.mode is None and not self.mutable
+
+    def entry(self):
+        """The dispatch entry ``(callable, args)`` for the scheduler's table."""
+        return (self.body, self.args) if self.is_plain else (self.invoke, ())
+
+    def describe(self) -> str:
+        """Human-readable identity for messages: ``reaction 2 (name) of Main.c[1]``."""
+        label = f"reaction {self.index}" + (f" ({self.name})" if self.name else "")
+        return f"{label} of {self.owner}"
+
+    def invoke(self) -> None:
+        """Run the reaction with its checks: enclosing mode active (shutdown reactions of
+        ever-active modes excepted, spec §3.9), fresh mutable-input copies, and the deadline
+        (the handler runs instead of the body when ``D == 0`` or physical > logical + D,
+        spec §3.7)."""
+        mode = self.mode
+        s = self._sched
+        if mode is not None and not mode.active:
+            if not (self.is_shutdown and s.stopping and mode.ever_active):
+                return
+        args = self.args
+        if self.mutable:
+            args = list(args)
+            for i in self.mutable:
+                args[i] = mutable_view(args[i])
+        d = self.deadline
+        if d is None:
+            self.body(*args)
+            return
+        self.cur_args = args
+        prev = s.current
+        s.current = self
+        try:
+            if d == 0 or s.clock.now() > s.time + d:
+                self.handler(*args)
+            else:
+                self.body(*args)
+        finally:
+            s.current = prev
+
+    def check_deadline(self, invoke_handler: bool) -> bool:
+        """Whether this (running) reaction's deadline is missed now; optionally run the
+        handler at once (spec §2.6 ``check_deadline``)."""
+        s = self._sched
+        d = self.deadline
+        if d is None or not s.clock.now() > s.time + d:
+            return False
+        if invoke_handler:
+            self.handler(*self.cur_args)
+        return True
+
+    def __repr__(self):
+        return f"<{self.describe()} rank={self.rank}>"

@@ -1,0 +1,61 @@
+"""Timers (spec §1.9, §3.2): fire at start + offset, then every period.
+
+Timers are never passed to reaction code; they only trigger reactions. A timer is an event
+target of the :mod:`reactors.eventq` queue.
+"""
+
+from __future__ import annotations
+
+from heapq import heappush
+
+from .tag import FOREVER
+
+
+class Timer:
+    """A timer of one reactor instance.
+
+    ``offset`` and ``period`` are ns (period 0: fire once). ``mode`` is the nearest enclosing
+    :class:`reactors.mode.Mode` (None outside modes). ``_triggers`` holds the ranks of the
+    reactions it triggers; ``_sched`` is set when a scheduler attaches the program.
+    """
+
+    __slots__ = ("offset", "period", "mode", "_triggers", "_rq", "_sched", "_name")
+
+    def __init__(self, name: str, offset: int, period: int, mode=None):
+        self._name = name
+        self.offset = offset
+        self.period = period
+        self.mode = mode
+        self._triggers = ()
+        self._rq = []
+        self._sched = None
+
+    def _fire(self, e) -> None:
+        """Trigger the reactions, then queue the next periodic event unless past the stop tag."""
+        for rank in self._triggers:
+            heappush(self._rq, rank)
+        if self.period:
+            self._sched_at(e[0] + self.period, 0)
+
+    def _sched_at(self, time: int, micro: int) -> None:
+        s = self._sched
+        if time < FOREVER and (time < s.stop_time or (time == s.stop_time and micro <= s.stop_micro)):
+            s.queue.push(time, micro, self)
+
+    def start(self, time: int, micro: int) -> None:
+        """Queue the first event: at ``time + offset`` (microstep 0), or at ``(time, micro)``
+        when the offset is 0 (used at start and when a mode restarts its timers)."""
+        if self.offset:
+            self._sched_at(time + self.offset, 0)
+        else:
+            self._sched_at(time, micro)
+
+    def _resume(self, time: int, micro: int, _value=None) -> None:
+        """Re-queue a suspended event (mode history) at ``(time, micro)``."""
+        self._sched_at(time, micro)
+
+    def _forget(self, _e) -> None:
+        """Nothing to forget: timers keep no per-event bookkeeping."""
+
+    def __repr__(self):
+        return f"<timer {self._name}({self.offset}, {self.period})>"

@@ -1,0 +1,100 @@
+"""Launching generated programs: options, exit status, error reports with .lf lines,
+Ctrl-C (spec §2.9, §5.3). Uses the hand-written fixtures in tests/runtime_fixtures/."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from reactors.launch import LaunchError, parse_options
+from reactors.tag import MSEC, SEC
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "runtime_fixtures")
+FAILING = os.path.join(FIX, "Failing", "Failing.py")
+FAILING_LF = os.path.join(FIX, "Failing", "Failing.lf")
+
+
+def run_fixture(path, *args, mode="ok", timeout=60):
+    env = dict(os.environ, FAIL_MODE=mode)
+    return subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_parse_options():
+    o = parse_options(["-o", "5", "msec", "-f", "false", "-k", "true", "-w", "2"],
+                      {"fast": True, "timeout": SEC(1)})
+    assert (o.timeout, o.fast, o.keepalive, o.workers) == (MSEC(5), False, True, 2)
+    o = parse_options(["--fast", "--timeout", "0", "-m", "1", "sec"], {})
+    assert (o.fast, o.timeout, o.start_multiple) == (True, 0, SEC(1))
+    assert parse_options(["-h"], {}).help
+    for bad in (["--bogus"], ["-o", "5"], ["-o", "5", "parsecs"], ["-w", "x"], ["-f", "maybe"]):
+        with pytest.raises(LaunchError):
+            parse_options(bad, {})
+
+
+def test_normal_run_and_timeout_option():
+    r = run_fixture(FAILING, "-o", "250", "msec")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n").count("tick") == 3 and "shutdown ran" in r.stdout
+    assert r.stderr == ""
+
+
+def test_help_and_bad_option():
+    r = run_fixture(FAILING, "--help")
+    assert r.returncode == 0 and "--timeout" in r.stdout
+    r = run_fixture(FAILING, "--nonsense")
+    assert r.returncode == 1 and "unknown option" in r.stderr
+
+
+def test_exception_reports_lf_lines_and_stops():
+    r = run_fixture(FAILING, mode="raise")
+    assert r.returncode == 1
+    assert r.stdout.split("\n").count("tick") == 1 and "shutdown ran" not in r.stdout
+    err = r.stderr
+    assert f"reaction 0 of Failing failed at {FAILING_LF}:12" in err
+    assert f'File "{FAILING_LF}", line 18, in reaction_function_0' in err
+    assert "print(self.divide(1))" in err and "return x / self.n" in err
+    assert "ZeroDivisionError: division by zero" in err
+    assert "reactors" + os.sep not in err and "Failing.py" not in err   # no runtime frames
+
+
+def test_exit_n_keeps_status_and_stops():
+    r = run_fixture(FAILING, mode="exit")
+    assert r.returncode == 3
+    assert "shutdown ran" not in r.stdout
+    assert f"exited with status 3 at {FAILING_LF}:20" in r.stderr
+
+
+def test_exit_zero_stops_quietly():
+    r = run_fixture(FAILING, mode="exit0")
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.split("\n").count("tick") == 1 and "shutdown ran" not in r.stdout
+
+
+@pytest.mark.parametrize("mode", ["sleep", "ok"])
+def test_ctrl_c_stops_cleanly(mode):
+    env = dict(os.environ, FAIL_MODE=mode)
+    p = subprocess.Popen([sys.executable, FAILING, "-o", "1", "hour"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    assert p.stdout.readline() == "tick\n"
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 130
+    assert "Traceback" not in err and "Interrupted" in err
+
+
+def test_pingpong_fixture_runs():
+    r = run_fixture(os.path.join(FIX, "PingPong", "PingPong.py"), timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_bench_script_small_run():
+    r = subprocess.run([sys.executable, "-m", "reactors._bench_pingpong", "2000", "--repeat", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "us/reaction" in r.stdout
