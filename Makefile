@@ -28,7 +28,7 @@ test: install
 	$(PY) -m pytest -q -n auto tests
 
 bench: install
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 graph: build
 	@echo "graph.json files:"; ls src-gen/*/graph.json

@@ -279,6 +279,14 @@ def _walk(members, kinds):
             yield m
 
 
+def _param_refs(e):
+    if isinstance(e, ast.ParamRef):
+        yield e
+    elif isinstance(e, ast.ListExpr):
+        for i in e.items:
+            yield from _param_refs(i)
+
+
 def check_classes(table: ClassTable, rep: Reporter) -> None:
     """Rules on flattened classes: references in reactions and connections, write conflicts."""
     for cls in table.all():
@@ -290,6 +298,11 @@ class _ClassChecker:
         self.cls, self.rep = cls, rep
 
     def run(self) -> None:
+        for st in self.cls.states:
+            for ref in _param_refs(st.node.init):
+                if self.cls.param(ref.name) is None:
+                    self.rep.error(f"'{ref.name}' is not a parameter of reactor '{self.cls.name}' "
+                                   "(use {= ... =} for Python code)", ref.pos)
         for ch in self.cls.children:
             self.instantiation(ch)
         written: dict[str, list] = {}

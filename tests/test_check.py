@@ -17,6 +17,7 @@ CASES = [
     ('main reactor Main { logical action a(0, 1 msec, "bogus") }', "unknown policy 'bogus'", 2, 21),
     ("main reactor Main { timer t(1 parsec) }", "invalid time unit 'parsec'", 2, 29),
     ("main reactor Main { timer t(100) }", "needs a time unit", 2, 29),
+    ("main reactor Main { state s = None }", "'None' is not a parameter of reactor 'Main'", 2, 31),
     ("main reactor Main { state __x = 1 }", "must not start with '__'", 2, 21),
     ("reactor A { input in }\nmain reactor Main {}", "'in' is a reserved word", 2, 13),
     ("main reactor Main { timer t  timer t }", "'t' is already declared", 2, 30),

@@ -1,0 +1,87 @@
+"""`make bench`: every benchmark, one table, written to bench/results/<date>.md and .json.
+
+Usage: python -m bench [--quick] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import platform
+import sys
+import traceback
+from importlib import metadata
+
+from rich.console import Console
+from rich.table import Table
+
+from .common import ROOT, Row, cores
+
+BENCHMARKS = ["pingpong", "lfc_speed"]
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("numpy", "torch", "gymnasium", "ray", "ale-py", "envpool"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _run_one(name: str, quick: bool) -> list[Row]:
+    try:
+        return importlib.import_module(f"bench.{name}").run(quick)
+    except Exception as e:  # a failed run is reported, never dropped
+        traceback.print_exc()
+        return [Row(name, "ours", None, "", status=f"FAILED: {type(e).__name__}: {e}"[:200])]
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _markdown(rows: list[Row], header: str) -> str:
+    lines = [header, "", "| workload | peer | figure | unit | ratio (ours better > 1) | status | note |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.workload} | {r.peer} | {_fmt(r.figure)} | {r.unit} | {_fmt(r.ratio)} | "
+                     f"{r.status} | {r.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, one repetition")
+    ap.add_argument("--only", nargs="*", choices=BENCHMARKS, help="run only these")
+    args = ap.parse_args(argv)
+    rows: list[Row] = []
+    for name in args.only or BENCHMARKS:
+        rows.extend(_run_one(name, args.quick))
+    versions = _versions()
+    stamp = dt.datetime.now().strftime("%Y-%m-%d")
+    header = (f"Benchmarks of {stamp} on {cores()} cores ({platform.machine()}), "
+              + ", ".join(f"{k} {v}" for k, v in versions.items())
+              + (" (quick mode)" if args.quick else ""))
+    table = Table(title=header)
+    for col in ("workload", "peer", "figure", "unit", "ratio", "status", "note"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.workload, r.peer, _fmt(r.figure), r.unit, _fmt(r.ratio), r.status, r.note)
+    Console(width=200).print(table)
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"{stamp}.md").write_text(_markdown(rows, header))
+    (out / f"{stamp}.json").write_text(json.dumps(
+        {"date": stamp, "cores": cores(), "versions": versions, "quick": args.quick,
+         "rows": [r.to_json() for r in rows]}, indent=1))
+    return 0 if all(r.status == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Shared pieces of the benchmarks: result rows, timing, building .lf programs."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Row:
+    """One line of the results table.
+
+    ``figure`` is in ``unit``; ``ratio`` compares ours with this row's peer (>1: ours better),
+    None on our own rows; ``status`` is "ok" or the reason a run failed (never dropped).
+    """
+
+    workload: str
+    peer: str
+    figure: float | None
+    unit: str
+    ratio: float | None = None
+    status: str = "ok"
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def build(lf_file: Path, out: Path) -> Path:
+    """Compile with our lfc; return the launcher. Raises RuntimeError with lfc's messages."""
+    r = subprocess.run([sys.executable, "-m", "codegen.cli", "-q", "-o", str(out), str(lf_file)],
+                       cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    return out / "bin" / lf_file.stem
+
+
+def timed_run(cmd: list[str], timeout: float = 600) -> float:
+    """Wall-clock seconds of one process run. Raises RuntimeError if it exits non-zero."""
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {r.returncode}: {r.stderr[-500:]}")
+    return dt
+
+
+def median_of(n: int, fn) -> float:
+    """Median of ``n`` calls of ``fn()`` (each returning seconds)."""
+    return statistics.median(fn() for _ in range(n))
+
+
+def variant(lf_file: Path, replace: dict[str, str], tmp: Path) -> Path:
+    """A copy of ``lf_file`` (same name) with text substitutions, e.g. a smaller default."""
+    text = lf_file.read_text()
+    for old, new in replace.items():
+        if old not in text:
+            raise ValueError(f"{old!r} not found in {lf_file}")
+        text = text.replace(old, new)
+    tmp.mkdir(parents=True, exist_ok=True)
+    out = tmp / lf_file.name
+    out.write_text(text)
+    return out
+
+
+def scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="lfbench-"))
+
+
+def cores() -> int:
+    return os.cpu_count() or 1
