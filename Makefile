@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 LFC    := $(VENV)/bin/lfc
 STAMP  := $(VENV)/.installed
 MAIN   ?= CartPolePPO
-LF_PROGRAMS := $(wildcard lf_src/*.lf)
+LF_PROGRAMS = $(shell grep -rl --include='*.lf' 'main reactor' lf_src)
 
 .PHONY: install build run test bench graph clean
 

@@ -9,6 +9,7 @@ import sys
 
 from .compiler import Overrides, compile_file
 from .diagnostics import CompileError, Reporter
+from .loader import project_root
 from .units import UNITS
 
 VERSION = "0.1.0"
@@ -63,9 +64,10 @@ def _compile_one(path: str, args, ov: Overrides) -> int:
     if not path.endswith(".lf"):
         print(f"lfc: error: '{path}' is not a .lf file", file=sys.stderr)
         return 1
-    if args.clean and args.output_path:
+    if args.clean:
         name = os.path.splitext(os.path.basename(path))[0]
-        shutil.rmtree(os.path.join(args.output_path, "src-gen", name), ignore_errors=True)
+        root = args.output_path or project_root(os.path.abspath(path))
+        shutil.rmtree(os.path.join(root, "src-gen", name), ignore_errors=True)
     try:
         out = compile_file(path, rep, args.output_path, ov, no_compile=args.no_compile)
     except CompileError:

@@ -1,0 +1,145 @@
+"""The lfc command line (spec §5) and the built program's options and exit status (§2.9, §5.3)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import build, lfc, run_program
+
+COUNTER = """target Python { fast: true, timeout: 1 sec }
+main reactor Counter {
+  timer t(0, 100 msec)
+  state n = 0
+  reaction(t) {=
+    self.n += 1
+  =}
+  reaction(shutdown) {=
+    print(f"ticks={self.n} at={lf.time.logical_elapsed()}")
+  =}
+}
+"""
+
+
+def write(dirpath: Path, name: str, text: str) -> Path:
+    dirpath.mkdir(parents=True, exist_ok=True)
+    p = dirpath / f"{name}.lf"
+    p.write_text(text)
+    return p
+
+
+def test_default_output_is_the_parent_of_src(tmp_path):
+    src = write(tmp_path / "proj" / "src" / "sub", "Counter", COUNTER)
+    r = lfc("-q", str(src))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "proj" / "bin" / "Counter").exists()
+    assert (tmp_path / "proj" / "src-gen" / "Counter" / "Counter.py").exists()
+    assert (tmp_path / "proj" / "src-gen" / "Counter" / "graph.json").exists()
+
+
+def test_default_output_without_src_is_the_files_folder(tmp_path):
+    src = write(tmp_path / "loose", "Counter", COUNTER)
+    assert lfc("-q", str(src)).returncode == 0
+    assert (tmp_path / "loose" / "bin" / "Counter").exists()
+
+
+def test_program_runs_and_options_override_target_properties(tmp_path):
+    launcher = build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
+    assert run_program(launcher).stdout.strip() == "ticks=11 at=1000000000"
+    r = run_program(launcher, "-o", "250", "msec")
+    assert r.stdout.strip() == "ticks=3 at=250000000"
+
+
+def test_lfc_timeout_override_is_baked_in(tmp_path):
+    launcher = build(write(tmp_path, "Counter", COUNTER), tmp_path / "out", "--timeout", "300 msec")
+    assert run_program(launcher).stdout.strip() == "ticks=4 at=300000000"
+
+
+def test_no_compile_still_writes_the_module(tmp_path):
+    src = write(tmp_path, "Counter", COUNTER.replace("self.n += 1", "self.n +=="))
+    assert lfc("-q", "-o", str(tmp_path / "a"), str(src)).returncode == 1
+    assert lfc("-q", "-n", "-o", str(tmp_path / "b"), str(src)).returncode == 0
+
+
+def test_python_syntax_error_in_a_body_is_reported_at_its_lf_line(tmp_path):
+    src = write(tmp_path, "Counter", COUNTER.replace("self.n += 1", "self.n +== 1"))
+    r = lfc("-o", str(tmp_path / "a"), str(src))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"{src}:6:") and "error: Python syntax error in target code" in r.stderr
+
+
+def test_clean_removes_stale_generated_files(tmp_path):
+    src = write(tmp_path, "Counter", COUNTER)
+    out = tmp_path / "out"
+    assert lfc("-q", "-o", str(out), str(src)).returncode == 0
+    stale = out / "src-gen" / "Counter" / "stale.txt"
+    stale.write_text("x")
+    assert lfc("-q", "-c", "-o", str(out), str(src)).returncode == 0
+    assert not stale.exists()
+
+
+def test_graph_json_describes_the_elaborated_program(tmp_path):
+    build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
+    g = json.loads((tmp_path / "out" / "src-gen" / "Counter" / "graph.json").read_text())
+    assert g["name"] == "Counter" and g["target"]["timeout"] == 1_000_000_000
+    assert [r["name"] for r in g["reactors"]] == ["Counter"]
+    assert g["reactors"][0]["timers"] == [{"name": "t", "offset": 0, "period": 100_000_000, "mode": None}]
+    assert [(r["index"], r["level"]) for r in g["reactions"]] == [(0, 0), (1, 1)]
+
+
+def test_generated_module_names_the_lf_lines(tmp_path):
+    build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
+    text = (tmp_path / "out" / "src-gen" / "Counter" / "Counter.py").read_text()
+    assert "class _Counter(ReactorBase):" in text
+    assert "    def reaction_function_0(self):\n        # Counter.lf:6\n        self.n += 1\n" in text
+
+
+FAILING = """target Python { fast: true }
+reactor Worker {
+  input inp
+  reaction(inp) {=
+    values = [1, 2]
+    print(values[inp.value])
+  =}
+}
+main reactor Failing {
+  w = new Worker()
+  reaction(startup) -> w.inp {= w.inp.set(5) =}
+  reaction(shutdown) {= print("shutdown must not run after a failure") =}
+}
+"""
+
+
+def test_a_failing_reaction_stops_the_program_and_names_the_lf_line(tmp_path):
+    launcher = build(write(tmp_path, "Failing", FAILING), tmp_path / "out")
+    r = run_program(launcher)
+    assert r.returncode == 1
+    assert "Failing.w" in r.stderr and "Failing.lf:6" in r.stderr and "IndexError" in r.stderr
+    assert "shutdown must not run" not in r.stdout
+
+
+def test_exit_n_in_a_reaction_gives_status_n(tmp_path):
+    text = 'target Python\nmain reactor Quit { reaction(startup) {= exit(7) =} }\n'
+    r = run_program(build(write(tmp_path, "Quit", text), tmp_path / "out"))
+    assert r.returncode == 7
+
+
+def test_syntax_error_is_located_with_a_caret(tmp_path):
+    src = write(tmp_path, "Bad", "target Python\nmain reactor Bad {\n  timer t(0, 1 msec\n}\n")
+    r = lfc(str(src))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    first = r.stderr.splitlines()
+    assert first[0].startswith(f"{src}:4:1: error: unexpected")
+    assert first[1] == "}" and first[2] == "^"
+
+
+def test_version_and_help():
+    assert lfc("-V").stdout.startswith("lfc ")
+    assert "--output-path" in lfc("-h").stdout
+
+
+def test_launcher_is_a_shell_script(tmp_path):
+    launcher = build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
+    assert launcher.read_text().startswith("#!/bin/sh\n")
+    assert subprocess.run([str(launcher)], capture_output=True).returncode == 0
