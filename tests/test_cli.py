@@ -47,8 +47,10 @@ def test_default_output_without_src_is_the_files_folder(tmp_path):
 def test_program_runs_and_options_override_target_properties(tmp_path):
     launcher = build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
     assert run_program(launcher).stdout.strip() == "ticks=11 at=1000000000"
+    # The tick after 200 ms would fall past the stop tag, so the queue empties and the program
+    # stops by starvation at (200 ms, 1) (spec §3.9), before the 250 ms timeout.
     r = run_program(launcher, "-o", "250", "msec")
-    assert r.stdout.strip() == "ticks=3 at=250000000"
+    assert r.stdout.strip() == "ticks=3 at=200000000"
 
 
 def test_lfc_timeout_override_is_baked_in(tmp_path):
