@@ -110,6 +110,9 @@ def _finish_target(target: TargetConfig, prog, ov: Overrides, main_decl: ast.Rea
         rep.error("'fast: true' cannot be used in a program with physical actions", main_decl.pos)
     if physical and not target.keepalive_set:
         target.keepalive = True
+        rep.warning("the program has a physical action: 'keepalive' is set to true (set "
+                    "'keepalive: false' in the target to stop when the event queue is empty)",
+                    main_decl.pos)
 
 
 def _file_preambles(program: Program) -> list[ast.Preamble]:
