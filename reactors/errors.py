@@ -128,9 +128,18 @@ def report(exc: BaseException, what: str, smap: SourceMap, fallback=None, log=No
         err.flush()
         return status
     text, loc = format_exception(exc, smap)
+    if fallback is None and not _has_user_frames(exc):
+        # nothing from the program in the traceback: most likely a runtime bug; show it all
+        what = f"{what} (internal error of the runtime)"
+        text = "".join(traceback.format_exception(exc))
     err.write(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
     err.flush()
     return status
+
+
+def _has_user_frames(exc: BaseException) -> bool:
+    return any(os.path.dirname(os.path.abspath(fs.filename)) != _RUNTIME_DIR
+               for fs in traceback.extract_tb(exc.__traceback__))
 
 
 def _where(loc) -> str:

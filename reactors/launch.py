@@ -102,7 +102,8 @@ def _program_args(argv):
     if argv is None:
         return list(sys.argv[1:])
     argv = list(argv)
-    if argv and not argv[0].startswith("-"):
+    first = argv[0] if argv else "-"
+    if not first.startswith("-") and (first.endswith(".py") or os.path.exists(first)):
         return argv[1:]   # argv[0] is the program (sys.argv style)
     return argv
 
@@ -169,6 +170,6 @@ def _run(module, graph: dict, opts: Options, log: Log) -> int:
     except BaseException as exc:
         r = sched.failed
         if r is None:
-            return report(exc, "the runtime", program.source_map, log=log)
+            return report(exc, "the program", program.source_map, log=log)
         return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
     return 0

@@ -65,7 +65,13 @@ class Reaction:
 
     def entry(self):
         """The dispatch entry ``(callable, args)`` for the scheduler's table."""
-        return (self.body, self.args) if self.is_plain else (self.invoke, ())
+        if not self.is_plain:
+            return self.invoke, ()
+        fn = self.body
+        func, obj = getattr(fn, "__func__", None), getattr(fn, "__self__", None)
+        if func is not None and obj is not None:   # a bound method: call the function directly
+            return func, (obj, *self.args)
+        return fn, self.args
 
     def describe(self) -> str:
         """Human-readable identity for messages: ``reaction 2 (name) of Main.c[1]``."""

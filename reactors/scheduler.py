@@ -162,7 +162,10 @@ class Scheduler:
         events = self.events
         present = self.present
         inbox = self.inbox
+        transitions = self.transitions
+        fast = self.fast
         pop = heappop
+        t, m = self.time, self.micro
         last = -1
         try:
             while True:
@@ -173,36 +176,39 @@ class Scheduler:
                         fn, args = table[rank]
                         fn(*args)
                 last = -1
-                if self.transitions:
+                if transitions:
                     self.modes.apply(self)
                 st = self.stop_time
-                if self.time == st and self.micro == self.stop_micro:
+                sm = self.stop_micro
+                if t == st and m == sm:
                     return
                 if inbox:
                     self._drain()
-                    st = self.stop_time
+                    st, sm = self.stop_time, self.stop_micro
                 if events:
                     top = events[0]
                     nt = top[0]
                     nm = top[1]
-                    if (top[3] is None or nt > st or (nt == st and nm > self.stop_micro)
-                            or (nt > self.phys_seen and not self.fast)):
+                    if (top[3] is None or nt > st or (nt == st and nm > sm)
+                            or (not fast and nt > self.phys_seen)):
                         nt, nm = self._next_tag()
+                        st, sm = self.stop_time, self.stop_micro
                 else:
                     nt, nm = self._next_tag()
-                self.time = nt
-                self.micro = nm
+                    st, sm = self.stop_time, self.stop_micro
+                self.time = t = nt
+                self.micro = m = nm
                 for obj in present:
                     obj._p = False
                 present.clear()
                 while events:
                     e = events[0]
-                    if e[0] != nt or e[1] != nm:
+                    if e[0] != t or e[1] != m:
                         break
                     pop(events)
                     if e[3] is not None:
                         e[3]._fire(e)
-                if nt == self.stop_time and nm == self.stop_micro:
+                if t == st and m == sm:
                     self._trigger_shutdown()
         except BaseException:
             if last >= 0:

@@ -39,7 +39,8 @@ class Timer:
 
     def _sched_at(self, time: int, micro: int) -> None:
         s = self._sched
-        if time < FOREVER and (time < s.stop_time or (time == s.stop_time and micro <= s.stop_micro)):
+        st = s.stop_time
+        if time < FOREVER and (time < st or (time == st and micro <= s.stop_micro)):
             s.queue.push(time, micro, self)
 
     def start(self, time: int, micro: int) -> None:

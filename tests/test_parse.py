@@ -480,6 +480,10 @@ def test_error_unterminated_code_block():
 def test_error_code_block_closed_only_inside_a_comment():
     d = syntax_error("target Python\nmain reactor {\n  state x = {= 1 # =}\n}\n")
     assert d.pos == P(3, 13) and "inside a comment" in d.message
+    d = syntax_error("target Python\nmain reactor {\n  reaction(t) {=\n    f()  // =}\n}\n")
+    assert d.pos == P(3, 15) and "inside a comment" in d.message
+    d = syntax_error("target Python\nmain reactor {\n  reaction(t) {=\n}\n")
+    assert "comment" not in d.message
 
 
 def test_error_unterminated_string():

@@ -422,8 +422,10 @@ def test_mode_local_forward_function():
     k.reaction(s, ["startup"], effects=[("port", s, "out")])
     k.reaction(main, [("port", s, "out")], effects=[("port", d, "inp")],
                function="_lf_forward",
-               args=[{"name": "src", "kind": "channels", "channels": [[s, "out", 0], [s, "out", 1]]},
-                     {"name": "dst", "kind": "channels", "channels": [[d, "inp", 0], [d, "inp", 1]]}])
+               args=[{"name": "src", "kind": "channels",
+                      "channels": [[s, "out", 0], [s, "out", 1]]},
+                     {"name": "dst", "kind": "channels",
+                      "channels": [[d, "inp", 0], [d, "inp", 1]]}])
     k.reaction(d, [("port", d, "inp")])
     assert k.run() == 0
     assert LOG == [[(None, False), ("v", True)]]
@@ -435,3 +437,47 @@ def test_make_is_a_plain_bag():
     assert (m.a, m.b) == (1, 2)
     with pytest.raises(AttributeError):
         m.c
+
+
+def test_start_time_multiple_option():
+    class R(ReactorBase):
+        def reaction_function_0(self):
+            LOG.append(lf.time.start() % MSEC(50))
+
+    k = Kit()
+    m = k.add("Main", R)
+    k.reaction(m, ["startup"])
+    assert k.run("-m", "50", "msec") == 0
+    assert LOG == [0]
+
+
+def test_bank_ports_argument_and_transport_trigger():
+    class Member(ReactorBase):
+        def reaction_function_0(self, out):
+            out.set(self.bank_index + 100)
+
+    class Main(ReactorBase):
+        def reaction_function_0(self, b_out):
+            LOG.append([p.value for p in b_out])
+
+    k = Kit()
+    main = k.add("Main", Main)
+    ms = [k.add(f"b[{i}]", Member, parent=main, ports=["out"], bank_index=i) for i in range(2)]
+    for r in ms:
+        k.reaction(r, ["startup"], effects=[("port", r, "out")])
+    k.reaction(main, [("port", r, "out") for r in ms],
+               args=[{"name": "b_out", "kind": "bank_ports", "reactors": ms, "port": "out"}])
+    assert k.run() == 0
+    assert LOG == [[100, 101]]
+
+
+def test_port_trigger_marks_present_without_changing_value():
+    from reactors.port import Port
+    marked, rq = [], []
+    p = Port("x")
+    p._mark, p._rq, p._triggers = marked.append, rq, (3, 1)
+    p._v = "filled by a transport"
+    p.trigger()
+    p.trigger()
+    assert p.is_present and p.value == "filled by a transport"
+    assert marked == [p] and sorted(rq) == [1, 3]
