@@ -15,8 +15,6 @@ _INTERESTING = re.compile(r"""\{=|"|'|/[/*]|#""")
 _CHAR = re.compile(r"'(?:[^'\\\n]|\\.)'")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*+"')
 _TRIPLE_STRING = re.compile(r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*+"""')
-# Inside a code block, a `=}` after `#` or `//` on the same line does not close the block.
-_COMMENTED_CLOSE = re.compile(r"(?:#|//)[^\n]*=\}")
 
 
 class LexError(NamedTuple):
@@ -102,10 +100,8 @@ def _skip(text: str, start: int, kind: str, code_re: re.Pattern) -> int | LexErr
         m = code_re.match(text, start)
         if m:
             return m.end()
-        hint = ""
-        if _COMMENTED_CLOSE.search(text, start):
-            hint = " ('=}' after '#' or '//' on the same line is inside a comment)"
-        return LexError(start, "unterminated code block: '{=' has no matching '=}'" + hint)
+        return LexError(start, "unterminated code block: '{=' has no matching '=}'"
+                        + _commented_close_hint(text, start))
     if kind == '"':
         m = (_TRIPLE_STRING if text.startswith('"""', start) else _STRING).match(text, start)
         return m.end() if m else LexError(start, "unterminated string")
@@ -118,6 +114,17 @@ def _skip(text: str, start: int, kind: str, code_re: re.Pattern) -> int | LexErr
         return _closed(text, start, "*/", "unterminated comment: '/*' has no matching '*/'")
     newline = text.find("\n", start)  # `//` or `#` line comment
     return len(text) if newline < 0 else newline
+
+
+def _commented_close_hint(text: str, start: int) -> str:
+    """A hint when the first ``=}`` after ``{=`` sits behind a ``#`` or ``//`` on its line."""
+    close = text.find("=}", start + 2)
+    if close < 0:
+        return ""
+    line_start = max(text.rfind("\n", 0, close) + 1, start + 2)
+    if "#" in text[line_start:close] or "//" in text[line_start:close]:
+        return " ('=}' after '#' or '//' on the same line is inside a comment)"
+    return ""
 
 
 def _closed(text: str, start: int, closer: str, message: str) -> int | LexError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -640,14 +639,12 @@ def test_no_exception_escapes_on_truncated_input():
             assert len(rep.errors) == 1 and rep.errors[0].pos is not None
 
 
-def test_parse_speed():
+def test_parse_large_file():
+    """A 2,000-line file parses whole (its speed is measured by `make bench`, not here)."""
     unit = ALL.split("\n", 9)[9].replace("Base", "B{i}").replace("Fed", "F{i}")
     unit = unit.replace("federated reactor", "reactor")
     unit = unit.replace("main realtime reactor", "reactor M{i}")
     text = "target Python\n" + "".join(unit.replace("{i}", str(i)) for i in range(48))
     assert text.count("\n") >= 2000
-    parse_ok(text)  # warm up (grammar load)
-    start = time.perf_counter()
     m = parse_ok(text)
-    assert time.perf_counter() - start < 0.3
     assert len(m.reactors) == 144
