@@ -112,9 +112,27 @@ def _class_view(c: ReactorClass, marks: _Markers) -> dict:
     }
 
 
+def _signature(r: ReactionInst) -> str:
+    """``reaction(t, inp) x -> out`` as declared, plus its mode, for a comment."""
+    node = r.node
+
+    def eff(e) -> str:
+        return f"{e.kind}({e.mode})" if isinstance(e, ast.ModeTransition) and e.kind != "default" \
+            else (e.mode if isinstance(e, ast.ModeTransition) else str(e))
+
+    text = f"reaction({', '.join(map(str, node.triggers))})"
+    if node.sources:
+        text += " " + ", ".join(map(str, node.sources))
+    if node.effects:
+        text += " -> " + ", ".join(eff(e) for e in node.effects)
+    if node.name:
+        text = text.replace("reaction(", f"reaction {node.name}(", 1)
+    return text + (f"  [mode {r.mode}]" if r.mode else "")
+
+
 def _reaction_view(r: ReactionInst, marks: _Markers) -> dict:
     node = r.node
-    view = {"function": r.function, "args": [a["name"] for a in r.args],
+    view = {"function": r.function, "args": [a["name"] for a in r.args], "signature": _signature(r),
             "marker": marks.mark(node.code, node.pos),
             "body": indent(node.code.text if node.code else "", 8),
             "deadline_function": r.deadline_function, "deadline_body": None}

@@ -1,0 +1,301 @@
+"""The dataflow graph viewer: ``graph.json`` (and optionally a timing trace) to one HTML file.
+
+``lfc-graph OUT/src-gen/Foo/graph.json [--trace TRACE.json] [-o graph.html]`` writes a single
+self-contained page that opens offline: the program drawn the way LF draws it (spec §6), laid out
+in the browser by ELK (elkjs, vendored in ``codegen/vendor/``) and drawn as SVG by the script in
+``templates/viewer.html.j2``. Nothing is fetched from the network.
+
+``graph.json`` is the elaborated program (banks expanded, ``after``/``~>`` lowered to synthetic
+delay instances, connections inside modes lowered to ``_lf_forward`` reactions). This module turns
+it back into what the user wrote: one box per bank (its members' levels, workers and timings
+merged), the ``connections`` list as written with its delays, and no synthetic instances or
+reactions.
+
+Timing trace (optional): a Chrome/Perfetto trace-event JSON file, either a list of events or an
+object with a ``traceEvents`` list. An event counts when it has
+
+- ``name``: the reaction's full name, ``<instance full name>.reaction_<n>`` with ``n`` 1-based as
+  in LF diagrams (``PingPong.ping.reaction_1``, ``Foo.b[2].reaction_3``); a reaction declared with
+  a name may also be given as ``<instance full name>.<name>``;
+- ``dur``: the time spent in one invocation, in microseconds (a ``"ph": "X"`` complete event).
+
+Other events and fields (``ts``, ``pid``, ``tid``, ``args``) are ignored. Each reaction box is
+coloured by its total time (summed over bank members) relative to the busiest reaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import jinja2
+
+HERE = Path(__file__).resolve().parent
+ELK_JS = HERE / "vendor" / "elk.bundled.js"
+ELK_VERSION = "0.12.1"
+_TIME_UNITS = (("week", 604_800 * 10**9), ("h", 3_600 * 10**9), ("min", 60 * 10**9),
+               ("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
+_PREFIX = {"startup": "s", "shutdown": "d", "reset": "z", "timer": "t", "action": "a"}
+
+
+def format_time(ns: int | None) -> str | None:
+    """``10_000_000`` -> ``'10 ms'``: the largest unit that divides the value exactly."""
+    if ns is None:
+        return None
+    if ns == 0:
+        return "0"
+    if abs(ns) >= 2**63 - 1:
+        return "forever"
+    return next(f"{ns // u} {name}" for name, u in _TIME_UNITS if ns % u == 0)
+
+
+def bank_free(name: str) -> str:
+    """``'Foo.o[1].inner[0]'`` -> ``'Foo.o.inner'``: the name every member of a bank shares."""
+    return re.sub(r"\[\d+\]", "", name)
+
+
+def load_trace(path: str | Path) -> dict[str, tuple[float, int]]:
+    """Reaction full name -> (total microseconds, invocations), from a trace-event JSON file."""
+    data = json.loads(Path(path).read_text())
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    totals: dict[str, tuple[float, int]] = {}
+    for e in events:
+        if isinstance(e, dict) and "name" in e and isinstance(e.get("dur"), (int, float)):
+            us, n = totals.get(e["name"], (0.0, 0))
+            totals[e["name"]] = (us + e["dur"], n + 1)
+    return totals
+
+
+class Diagram:
+    """The drawable program: nested boxes of plain dicts, ready for ``json.dumps``.
+
+    Ids the renderer relies on: a box ``r<id>``, its ports ``r<id>:<port>``, a reaction ``x<id>``,
+    a timer ``t<id>:<name>``, an action ``a<id>:<name>``, startup/shutdown/reset ``s<id>``,
+    ``d<id>``, ``z<id>``, a mode ``m<id>:<name>``; a leaf's dependency ports add ``:i``/``:o``.
+    """
+
+    def __init__(self, graph: dict, times: dict[str, tuple[float, int]] | None = None):
+        self.graph = graph
+        self.times = times or {}
+        self.reactors = {r["id"]: r for r in graph["reactors"]}
+        self.reactions = {x["id"]: x for x in graph["reactions"]}
+        self.rep: dict[int, int] = {}
+        self.members: dict[int, list[int]] = defaultdict(list)
+        first: dict[str, int] = {}
+        for r in graph["reactors"]:
+            self.rep[r["id"]] = first.setdefault(bank_free(r["name"]), r["id"])
+            self.members[self.rep[r["id"]]].append(r["id"])
+        self.hidden: set[int] = set()
+        for r in graph["reactors"]:  # parents come before children
+            if r["synthetic"] or r["parent"] in self.hidden:
+                self.hidden.add(r["id"])
+        self.by_index = {(x["reactor"], x["index"]): x for x in graph["reactions"]}
+        self.children: dict[int, list[int]] = defaultdict(list)
+        for r in graph["reactors"]:
+            if r["parent"] is not None and self.drawn(r["id"]):
+                self.children[r["parent"]].append(r["id"])
+        self.edges: dict[int, dict[tuple, dict]] = defaultdict(dict)
+
+    def drawn(self, rid: int) -> bool:
+        return self.rep[rid] == rid and rid not in self.hidden
+
+    def to_dict(self) -> dict:
+        """The whole diagram: program facts and the main reactor's box."""
+        main = next(r for r in self.graph["reactors"] if r["parent"] is None)
+        t = self.graph["target"]
+        return {"name": self.graph["name"], "file": self.graph["main_file"],
+                "timeout": format_time(t["timeout"]), "workers": t["workers"], "fast": t["fast"],
+                "traced": bool(self.times), "root": self.box(main["id"])}
+
+    def box(self, rid: int) -> dict:
+        r = self.reactors[rid]
+        for x in self.visible_reactions(rid):
+            self.add_reaction_edges(rid, x)
+        for c in self.graph["connections"]:
+            if c["container"] == rid:
+                self.add_connection(rid, c)
+        children = [self.box(c) for c in self.children[rid]] + self.leaves(rid)
+        return {"id": f"r{rid}", "kind": "reactor", "inst": r["short"], "class": r["class"],
+                "full": bank_free(r["name"]), "main": r["parent"] is None,
+                "bank": r["bank_width"] if r["parent"] is not None else 1,
+                "mode": r["mode"], "file": r["file"], "line": r["line"], "label": r["label"],
+                "workers": sorted({self.reactors[m]["worker"] for m in self.members[rid]}),
+                "ports": [self.port(rid, p) for p in r["ports"]],
+                "modes": [{"id": f"m{rid}:{m['name']}", "name": m["name"], "initial": m["initial"]}
+                          for m in r["modes"]],
+                "children": children, "edges": list(self.edges[rid].values())}
+
+    def port(self, rid: int, p: dict) -> dict:
+        return {"id": f"r{rid}:{p['name']}", "name": p["name"],
+                "dir": "in" if p["kind"] == "input" else "out",
+                "width": p["width"] if p["width"] != -2 else None}
+
+    def visible_reactions(self, rid: int) -> list[dict]:
+        return [self.reactions[i] for i in self.reactors[rid]["reactions"]
+                if self.reactions[i]["function"] != "_lf_forward"]
+
+    def leaves(self, rid: int) -> list[dict]:
+        """Reactions, timers, actions and startup/shutdown/reset triggers of one reactor."""
+        r, xs = self.reactors[rid], self.visible_reactions(rid)
+        kinds = {t["kind"] for x in xs for t in x["triggers"]}
+        out = [{"id": f"{_PREFIX[k]}{rid}", "kind": k, "mode": None}
+               for k in ("startup", "shutdown", "reset") if k in kinds]
+        out += [{"id": f"t{rid}:{t['name']}", "kind": "timer", "name": t["name"], "mode": t["mode"],
+                 "text": self.timer_text(t)} for t in r["timers"]]
+        out += [{"id": f"a{rid}:{a['name']}", "kind": "action", "name": a["name"],
+                 "mode": a["mode"], "origin": a["origin"][0].upper(), "text": self.action_text(a)}
+                for a in r["actions"]]
+        return out + [self.reaction(rid, x, len(xs) > 1) for x in xs]
+
+    @staticmethod
+    def timer_text(t: dict) -> list[str]:
+        if t["offset"] == 0 and not t["period"]:
+            return []
+        return [f"({format_time(t['offset'])}, {format_time(t['period'] or 0)})"]
+
+    @staticmethod
+    def action_text(a: dict) -> list[str]:
+        text = [f"min delay: {format_time(a['min_delay'])}"] if a["min_delay"] else []
+        if a["min_spacing"] is not None:
+            text.append(f"min spacing: {format_time(a['min_spacing'])}")
+        return text + ([f"policy: {a['policy']}"] if a["policy"] not in (None, "defer") else [])
+
+    def reaction(self, rid: int, x: dict, numbered: bool) -> dict:
+        """One reaction, merged over the bank members (levels, workers and times of them all)."""
+        same = [self.by_index[m, x["index"]] for m in self.members[rid]]
+        us, calls = 0.0, 0
+        for m in same:
+            owner = self.reactors[m["reactor"]]["name"]
+            for key in {f"{owner}.reaction_{m['index'] + 1}", f"{owner}.{m['name']}"}:
+                t_us, n = self.times.get(key, (0.0, 0))
+                us, calls = us + t_us, calls + n
+        return {"id": f"x{x['id']}", "kind": "reaction", "n": x["index"] + 1, "numbered": numbered,
+                "name": x["name"], "label": x["label"], "mode": x["mode"],
+                "deadline": format_time(x["deadline"]),
+                "inferred_deadline": format_time(x["inferred_deadline"]),
+                "levels": sorted({m["level"] for m in same}),
+                "ranks": sorted({m["rank"] for m in same}),
+                "workers": sorted({self.reactors[m["reactor"]]["worker"] for m in same}),
+                "triggers": [self.ref_text(rid, t) for t in x["triggers"]],
+                "file": x["file"], "line": x["line"], "us": us if calls else None, "calls": calls}
+
+    def ref_text(self, rid: int, ref: dict) -> str:
+        """A trigger as written in the reaction's signature: ``t``, ``inp``, ``c.out``."""
+        if ref["kind"] == "port" and self.rep[ref["reactor"]] != rid:
+            return f"{self.reactors[ref['reactor']]['short']}.{ref['name']}"
+        return ref.get("name", ref["kind"])
+
+    def endpoint(self, rid: int, ref: dict, side: str) -> str | None:
+        """The ELK port id of a trigger/source/effect of a reaction of ``rid``."""
+        kind = ref["kind"]
+        if kind == "port":
+            owner = ref["reactor"]
+            return None if owner in self.hidden else f"r{self.rep[owner]}:{ref['name']}"
+        name = f":{ref['name']}" if "name" in ref else ""
+        return f"{_PREFIX[kind]}{rid}{name}:{side}"
+
+    def add_reaction_edges(self, rid: int, x: dict) -> None:
+        me = f"x{x['id']}"
+        for ref in x["triggers"] + x["sources"]:
+            src = self.endpoint(rid, ref, "o")
+            if src:
+                self.add_edge(rid, src, f"{me}:i", "dep", source=ref in x["sources"])
+        for ref in x["effects"]:
+            if ref["kind"] == "mode":
+                label = ", ".join(self.ref_text(rid, t) for t in x["triggers"])
+                self.add_edge(rid, f"m{rid}:{x['mode']}", f"m{rid}:{ref['name']}", "mode",
+                              label=label, history=ref["transition"] == "history")
+            elif (dst := self.endpoint(rid, ref, "i")):
+                self.add_edge(rid, f"{me}:o", dst, "dep")
+
+    def add_connection(self, rid: int, conn: dict) -> None:
+        """One connection as written: an edge per pair of ports whose channels it joins."""
+        if not self.drawn(rid):
+            return
+        left, right = conn["from"], conn["to"]
+        bold = len(left) + len(right) > 2 or any(self.width(i, p) > 1 for i, p in left + right)
+        for i, j in self.port_pairs(left, right, conn["iterated"]):
+            (si, sp), (di, dp) = left[i], right[j]
+            self.add_edge(rid, f"r{self.rep[si]}:{sp}", f"r{self.rep[di]}:{dp}", "conn",
+                          label=format_time(conn["delay"]), physical=conn["physical"], bold=bold,
+                          line=conn["line"], user_label=conn["label"])
+
+    def port_pairs(self, left: list, right: list, iterated: bool) -> set[tuple[int, int]]:
+        """Indices (i, j) such that some channel of ``left[i]`` flows into ``right[j]``."""
+        starts, total = [], 0
+        for i, p in left:
+            starts.append(total)
+            total += self.width(i, p)
+        pairs, k = set(), 0
+        for j, (i, p) in enumerate(right):
+            for _ in range(self.width(i, p)):
+                if total and (iterated or k < total):
+                    src = k % total
+                    pairs.add((max(a for a, s in enumerate(starts) if s <= src), j))
+                k += 1
+        return pairs
+
+    def width(self, rid: int, port: str) -> int:
+        p = next(p for p in self.reactors[rid]["ports"] if p["name"] == port)
+        return 1 if p["width"] == -2 else max(p["width"], 0)
+
+    def add_edge(self, rid: int, src: str, dst: str, kind: str, **info) -> None:
+        key = (src, dst, kind, info.get("label"))
+        if key not in self.edges[rid]:
+            self.edges[rid][key] = {"id": f"e{rid}_{len(self.edges[rid])}", "src": src,
+                                    "dst": dst, "kind": kind, **info}
+
+
+def render(graph: dict, times: dict[str, tuple[float, int]] | None = None) -> str:
+    """The complete HTML page for ``graph`` (a parsed graph.json)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
+                             autoescape=False, keep_trailing_newline=True)
+    data = json.dumps(Diagram(graph, times).to_dict(), separators=(",", ":"))
+    return env.get_template("viewer.html.j2").render(
+        title=graph["name"], data=data.replace("</", "<\\/"), elk_js=ELK_JS.read_text(),
+        elk_version=ELK_VERSION)
+
+
+def write_html(graph_json: str | Path, out: str | Path | None = None,
+               trace: str | Path | None = None) -> Path:
+    """Read ``graph_json`` (and ``trace``), write the page beside it (or to ``out``); its path."""
+    graph_json = Path(graph_json)
+    graph = json.loads(graph_json.read_text())
+    path = Path(out) if out else graph_json.with_name("graph.html")
+    path.write_text(render(graph, load_trace(trace) if trace else None), encoding="utf-8")
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lfc-graph", description="Draw a program's graph.json (written by lfc) as one "
+        "self-contained HTML page, laid out by ELK; optionally coloured by a timing trace.")
+    p.add_argument("graphs", nargs="+", metavar="GRAPH.json")
+    p.add_argument("-o", "--output", metavar="HTML",
+                   help="output file (one GRAPH.json only; default: graph.html beside it)")
+    p.add_argument("-t", "--trace", metavar="TRACE.json",
+                   help="Chrome/Perfetto trace events: name = reaction full name, dur in µs")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write one page per graph.json named; print each path. Exit 1 on an unreadable input."""
+    args = _parser().parse_args(argv)
+    if args.output and len(args.graphs) > 1:
+        print("lfc-graph: error: -o needs exactly one GRAPH.json", file=sys.stderr)
+        return 1
+    try:
+        for g in args.graphs:
+            print(write_html(g, args.output, args.trace))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"lfc-graph: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
