@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -28,9 +30,13 @@ def lfc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 def build(lf_file: Path, out: Path, *extra: str) -> Path:
-    """Build ``lf_file`` into ``out``; return the launcher. Fails the test on a compile error."""
-    r = lfc("-q", "-o", str(out), *extra, str(lf_file))
-    assert r.returncode == 0, f"lfc failed on {lf_file}:\n{r.stderr}"
+    """Build ``lf_file`` into ``out`` with lfc's own entry point, in this process (the command
+    line itself is tested in test_cli.py); return the launcher. Fails the test on an error."""
+    from codegen import cli
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = cli.main(["-q", "-o", str(out), *extra, str(lf_file)])
+    assert status == 0, f"lfc failed on {lf_file}:\n{err.getvalue()}"
     launchers = sorted((out / "bin").iterdir())
     assert launchers, f"lfc wrote no launcher for {lf_file}"
     name = lf_file.stem
