@@ -31,7 +31,7 @@ bench: install
 	$(PY) -m bench $(BENCH_ARGS)
 
 graph: build
-	@echo "graph.json files:"; ls src-gen/*/graph.json
+	@for f in $(LF_PROGRAMS); do $(VENV)/bin/lfc-graph src-gen/$$(basename $$f .lf)/graph.json || exit 1; done
 
 clean:
 	rm -rf bin src-gen runs .pytest_cache

@@ -12,20 +12,23 @@ merged), the ``connections`` list as written with its delays, and no synthetic i
 reactions.
 
 Timing trace (optional): a Chrome/Perfetto trace-event JSON file, either a list of events or an
-object with a ``traceEvents`` list. An event counts when it has
+object with a ``traceEvents`` list, such as the ``<Name>.trace.json`` a run with the target
+property ``tracing: true`` writes. An event counts when it has
 
-- ``name``: the reaction's full name, ``<instance full name>.reaction_<n>`` with ``n`` 1-based as
-  in LF diagrams (``PingPong.ping.reaction_1``, ``Foo.b[2].reaction_3``); a reaction declared with
-  a name may also be given as ``<instance full name>.<name>``;
+- ``name``: the reaction, either as the runtime names it, ``reaction <i> of <instance>`` or
+  ``reaction <i> (<name>) of <instance>`` with ``i`` 0-based (graph.json's ``index``), or as
+  ``<instance>.reaction_<n>`` with ``n`` 1-based as in the diagram; ``<instance>`` is the full
+  name (``PingPong.pong``, ``Foo.b[2]``);
 - ``dur``: the time spent in one invocation, in microseconds (a ``"ph": "X"`` complete event).
 
-Other events and fields (``ts``, ``pid``, ``tid``, ``args``) are ignored. Each reaction box is
+Other events and fields (``ts``, ``pid``, ``tid``, ``args``) are ignored. Each reaction is
 coloured by its total time (summed over bank members) relative to the busiest reaction.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import re
 import sys
@@ -58,15 +61,31 @@ def bank_free(name: str) -> str:
     return re.sub(r"\[\d+\]", "", name)
 
 
-def load_trace(path: str | Path) -> dict[str, tuple[float, int]]:
-    """Reaction full name -> (total microseconds, invocations), from a trace-event JSON file."""
+_RUNTIME_NAME = re.compile(r"reaction (\d+)(?: \(.*\))? of (.+)")
+_DIAGRAM_NAME = re.compile(r"(.+)\.reaction_(\d+)")
+Times = dict[tuple[str, int], tuple[float, int]]
+
+
+def reaction_key(name: str) -> tuple[str, int] | None:
+    """A trace event's name -> (instance full name, 0-based reaction index), or None."""
+    if m := _RUNTIME_NAME.fullmatch(name):
+        return m.group(2), int(m.group(1))
+    if m := _DIAGRAM_NAME.fullmatch(name):
+        return m.group(1), int(m.group(2)) - 1
+    return None
+
+
+def load_trace(path: str | Path) -> Times:
+    """(instance, reaction index) -> (total microseconds, invocations), from a trace-event file."""
     data = json.loads(Path(path).read_text())
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    totals: dict[str, tuple[float, int]] = {}
+    totals: Times = {}
     for e in events:
-        if isinstance(e, dict) and "name" in e and isinstance(e.get("dur"), (int, float)):
-            us, n = totals.get(e["name"], (0.0, 0))
-            totals[e["name"]] = (us + e["dur"], n + 1)
+        if isinstance(e, dict) and isinstance(e.get("dur"), (int, float)):
+            key = reaction_key(str(e.get("name", "")))
+            if key is not None:
+                us, n = totals.get(key, (0.0, 0))
+                totals[key] = (us + e["dur"], n + 1)
     return totals
 
 
@@ -78,7 +97,7 @@ class Diagram:
     ``d<id>``, ``z<id>``, a mode ``m<id>:<name>``; a leaf's dependency ports add ``:i``/``:o``.
     """
 
-    def __init__(self, graph: dict, times: dict[str, tuple[float, int]] | None = None):
+    def __init__(self, graph: dict, times: Times | None = None):
         self.graph = graph
         self.times = times or {}
         self.reactors = {r["id"]: r for r in graph["reactors"]}
@@ -94,14 +113,12 @@ class Diagram:
             if r["synthetic"] or r["parent"] in self.hidden:
                 self.hidden.add(r["id"])
         self.by_index = {(x["reactor"], x["index"]): x for x in graph["reactions"]}
-        self.children: dict[int, list[int]] = defaultdict(list)
+        self.children: dict[int, list[int]] = defaultdict(list)   # drawn boxes only
         for r in graph["reactors"]:
-            if r["parent"] is not None and self.drawn(r["id"]):
-                self.children[r["parent"]].append(r["id"])
+            rid = r["id"]
+            if r["parent"] is not None and self.rep[rid] == rid and rid not in self.hidden:
+                self.children[r["parent"]].append(rid)
         self.edges: dict[int, dict[tuple, dict]] = defaultdict(dict)
-
-    def drawn(self, rid: int) -> bool:
-        return self.rep[rid] == rid and rid not in self.hidden
 
     def to_dict(self) -> dict:
         """The whole diagram: program facts and the main reactor's box."""
@@ -167,12 +184,9 @@ class Diagram:
     def reaction(self, rid: int, x: dict, numbered: bool) -> dict:
         """One reaction, merged over the bank members (levels, workers and times of them all)."""
         same = [self.by_index[m, x["index"]] for m in self.members[rid]]
-        us, calls = 0.0, 0
-        for m in same:
-            owner = self.reactors[m["reactor"]]["name"]
-            for key in {f"{owner}.reaction_{m['index'] + 1}", f"{owner}.{m['name']}"}:
-                t_us, n = self.times.get(key, (0.0, 0))
-                us, calls = us + t_us, calls + n
+        timed = [self.times.get((self.reactors[m["reactor"]]["name"], m["index"]), (0.0, 0))
+                 for m in same]
+        us, calls = sum(t for t, _ in timed), sum(n for _, n in timed)
         return {"id": f"x{x['id']}", "kind": "reaction", "n": x["index"] + 1, "numbered": numbered,
                 "name": x["name"], "label": x["label"], "mode": x["mode"],
                 "deadline": format_time(x["deadline"]),
@@ -205,24 +219,22 @@ class Diagram:
             if src:
                 self.add_edge(rid, src, f"{me}:i", "dep", source=ref in x["sources"])
         for ref in x["effects"]:
-            if ref["kind"] == "mode":
+            if ref["kind"] == "mode" and x["mode"]:
                 label = ", ".join(self.ref_text(rid, t) for t in x["triggers"])
-                self.add_edge(rid, f"m{rid}:{x['mode']}", f"m{rid}:{ref['name']}", "mode",
+                self.add_edge(rid, f"{me}:o", f"m{rid}:{ref['name']}", "mode",
                               label=label, history=ref["transition"] == "history")
             elif (dst := self.endpoint(rid, ref, "i")):
                 self.add_edge(rid, f"{me}:o", dst, "dep")
 
     def add_connection(self, rid: int, conn: dict) -> None:
         """One connection as written: an edge per pair of ports whose channels it joins."""
-        if not self.drawn(rid):
-            return
         left, right = conn["from"], conn["to"]
         bold = len(left) + len(right) > 2 or any(self.width(i, p) > 1 for i, p in left + right)
         for i, j in self.port_pairs(left, right, conn["iterated"]):
             (si, sp), (di, dp) = left[i], right[j]
             self.add_edge(rid, f"r{self.rep[si]}:{sp}", f"r{self.rep[di]}:{dp}", "conn",
                           label=format_time(conn["delay"]), physical=conn["physical"], bold=bold,
-                          line=conn["line"], user_label=conn["label"])
+                          iterated=conn["iterated"], line=conn["line"], user_label=conn["label"])
 
     def port_pairs(self, left: list, right: list, iterated: bool) -> set[tuple[int, int]]:
         """Indices (i, j) such that some channel of ``left[i]`` flows into ``right[j]``."""
@@ -235,7 +247,7 @@ class Diagram:
             for _ in range(self.width(i, p)):
                 if total and (iterated or k < total):
                     src = k % total
-                    pairs.add((max(a for a, s in enumerate(starts) if s <= src), j))
+                    pairs.add((bisect.bisect_right(starts, src) - 1, j))
                 k += 1
         return pairs
 
@@ -250,7 +262,7 @@ class Diagram:
                                     "dst": dst, "kind": kind, **info}
 
 
-def render(graph: dict, times: dict[str, tuple[float, int]] | None = None) -> str:
+def render(graph: dict, times: Times | None = None) -> str:
     """The complete HTML page for ``graph`` (a parsed graph.json)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=False, keep_trailing_newline=True)
@@ -291,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for g in args.graphs:
             print(write_html(g, args.output, args.trace))
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError) as e:  # unreadable, not JSON, not a graph.json
         print(f"lfc-graph: error: {e}", file=sys.stderr)
         return 1
     return 0
