@@ -46,8 +46,9 @@ def build(lf_file: Path, out: Path, *extra: str) -> Path:
 def run_program(launcher: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run a built program; returns the completed process (stdout/stderr as text)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # Run in the build folder, so that files a program writes (traces, runs/) stay out of the tree.
     return subprocess.run([str(launcher), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, cwd=launcher.parent.parent)
 
 
 @pytest.fixture
