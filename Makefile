@@ -24,6 +24,10 @@ build: install
 run: build
 	./bin/$(MAIN)
 
+.PHONY: run-dqn
+run-dqn: build
+	./bin/CartPoleDQN
+
 test: install
 	$(PY) -m pytest -q -n auto tests
 

@@ -1,0 +1,75 @@
+"""Device choice and deterministic torch settings (DESIGN.md, "Determinism" and "RL on reactors").
+
+A learner places its model on ``cuda`` when available, else on the CPU, and moves a batch
+there in ONE host-to-device copy (:func:`batch_to_device`). Every worker process calls
+:func:`configure_torch` before using torch: deterministic algorithms and a fixed thread
+count, so results do not depend on the machine's core count.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+_configured = False
+
+
+def configure_torch(threads: int = 1) -> None:
+    """Make torch deterministic in this process (idempotent).
+
+    Sets ``torch.use_deterministic_algorithms(True)``, ``torch.set_num_threads(threads)`` and
+    one inter-op thread, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (needed by cuBLAS for
+    deterministic GEMMs; only effective before CUDA is first used).
+    """
+    global _configured
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(int(threads))
+    if not _configured:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:   # inter-op pool already started: its size can no longer change
+            pass
+        _configured = True
+
+
+def choose_device(name: str = "auto") -> torch.device:
+    """``torch.device("cuda")`` when ``name`` is ``"auto"`` and CUDA is available, else the
+    CPU; any other ``name`` (``"cpu"``, ``"cuda:1"``) is taken as given."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+_TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                 np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32,
+                 np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}
+
+
+def batch_to_device(arrays: dict, device: torch.device) -> dict:
+    """Move a batch of numpy arrays to ``device`` in a single host-to-device copy.
+
+    ``arrays`` maps names to numpy arrays of any shape and of dtype float32, float64, int64,
+    int32, uint8 or bool (TypeError otherwise). Their bytes are packed into one host buffer
+    (each block 8-byte aligned), copied once, and viewed on the device: each value comes back
+    as a tensor with the array's shape and dtype, bit-identical (uint8 Atari frames stay
+    uint8, so the copy is as small as the data).
+    """
+    blocks, layout, offset = [], [], 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype not in _TORCH_DTYPES:
+            raise TypeError(f"batch_to_device: unsupported dtype {a.dtype} for '{name}'")
+        pad = -offset % 8
+        if pad:
+            blocks.append(np.zeros(pad, np.uint8))
+            offset += pad
+        blocks.append(a.reshape(-1).view(np.uint8))
+        layout.append((name, offset, a.nbytes, a.dtype, a.shape))
+        offset += a.nbytes
+    host = torch.from_numpy(np.concatenate(blocks) if blocks else np.zeros(0, np.uint8))
+    dev = host.to(device)
+    return {name: dev[off:off + n].view(_TORCH_DTYPES[dt]).reshape(shape)
+            for name, off, n, dt, shape in layout}

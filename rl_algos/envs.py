@@ -1,0 +1,190 @@
+"""Environment helpers: one gymnasium environment, or a group of K inside one reactor.
+
+An environment reactor owns an :class:`EnvGroup` of K environments and steps them together,
+so a bank of such reactors spreads N*K environments over workers. The group resets an
+environment as soon as its episode ends (terminated or truncated) and reports the finished
+episode; the first reset of each environment is seeded from the owning reactor's generator,
+later resets continue the environment's own seeded generator, so the streams depend only on
+the program seed and the reactor's name.
+
+Atari games come through ale-py (an optional extra: ``pip install -e '.[atari]'``), imported
+only when an Atari environment is asked for, with the preprocessing of Mnih et al. (2015),
+"Human-level control through deep reinforcement learning", Nature 518: up to 30 no-op starts,
+a frame skip of 4 with max-pooling over the last two frames, 84x84 grey frames, 4 stacked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One finished episode: ``env`` is the index inside its group, ``ret`` the undiscounted
+    sum of rewards (float), ``length`` the number of steps (int)."""
+
+    env: int
+    ret: float
+    length: int
+
+
+@dataclass
+class EnvStep:
+    """What a group reports after a reset or a step of its K environments.
+
+    - ``obs``: (K, *obs_shape) array, the observation each environment is in now (after an
+      automatic reset, the new episode's first observation); dtype as the space's.
+    - ``reward``: (K,) float32, reward of the step just taken (zeros after the first reset).
+    - ``terminated``, ``truncated``: (K,) bool, how the step just taken ended the episode.
+    - ``final_obs``: (K, *obs_shape) array or None; where ``terminated | truncated``, the last
+      observation of the finished episode (the one ``obs`` replaced); None if none ended.
+    - ``episodes``: the :class:`Episode` records finished by this step, in env order.
+    - ``steps``: total steps taken by this group so far (K per step).
+    """
+
+    obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_obs: np.ndarray | None = None
+    episodes: list = field(default_factory=list)
+    steps: int = 0
+
+    @property
+    def done(self) -> np.ndarray:
+        """(K,) bool: the step just taken ended the episode (terminated or truncated)."""
+        return self.terminated | self.truncated
+
+
+def is_atari(env_id: str) -> bool:
+    """Whether ``env_id`` names an ALE game (``ALE/Pong-v5``, ``PongNoFrameskip-v4``)."""
+    return env_id.startswith("ALE/") or "NoFrameskip" in env_id
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """A gymnasium environment for ``env_id``; Atari ids go to :func:`make_atari`.
+
+    ``kwargs`` are passed to ``gymnasium.make``. Raises gymnasium's errors for unknown ids.
+    """
+    if is_atari(env_id):
+        return make_atari(env_id, **kwargs)
+    return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+
+def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs) -> gym.Env:
+    """An Atari game with the usual DQN preprocessing (Mnih et al. 2015).
+
+    Observations are uint8 arrays (frame_stack, 84, 84). The emulator's own frame skip is
+    turned off (``frameskip=1``) because ``AtariPreprocessing`` skips 4 frames and max-pools
+    the last two. Rewards are NOT clipped here (episode returns stay the game's score); a
+    learner clips them. Raises ImportError with the install command if ale-py is missing.
+    """
+    try:
+        import ale_py
+    except ImportError as e:
+        raise ImportError("Atari environments need ale-py: pip install -e '.[atari]'") from e
+    gym.register_envs(ale_py)
+    kwargs.setdefault("frameskip", 1)
+    env = gym.make(env_id, disable_env_checker=True, **kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=False, grayscale_obs=True)
+    return gym.wrappers.FrameStackObservation(env, frame_stack)
+
+
+class EnvGroup:
+    """K environments of one id stepped together, with automatic reset.
+
+    ``rng`` is the owning reactor's generator: it draws one seed per environment for the
+    first reset (and for the action space). ``kwargs`` go to :func:`make_env`.
+    """
+
+    def __init__(self, env_id: str, k: int, rng: np.random.Generator, **kwargs):
+        if k < 1:
+            raise ValueError(f"EnvGroup needs k >= 1, got {k}")
+        self.envs = [make_env(env_id, **kwargs) for _ in range(k)]
+        self.seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=k)]
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+        self.k = k
+        self.steps = 0
+        self._ret = np.zeros(k, np.float64)
+        self._len = np.zeros(k, np.int64)
+        self._obs = None
+
+    def reset(self) -> EnvStep:
+        """Reset every environment with its seed; the EnvStep has zero rewards."""
+        obs = []
+        for env, seed in zip(self.envs, self.seeds):
+            env.action_space.seed(seed)
+            obs.append(env.reset(seed=seed)[0])
+        self._obs = np.stack(obs)
+        z = np.zeros(self.k, bool)
+        return EnvStep(self._obs, np.zeros(self.k, np.float32), z, z.copy(),
+                       steps=self.steps)
+
+    def step(self, actions) -> EnvStep:
+        """Take one step in each environment; ``actions`` has one entry per environment
+        ((K,) ints for a discrete space, (K, *shape) floats for a box). Finished episodes
+        are reset and reported. RuntimeError if called before :meth:`reset`."""
+        if self._obs is None:
+            raise RuntimeError("EnvGroup.step() before reset()")
+        k = self.k
+        obs = np.empty_like(self._obs)
+        rew = np.zeros(k, np.float32)
+        term, trunc = np.zeros(k, bool), np.zeros(k, bool)
+        final, episodes = None, []
+        for i, (env, a) in enumerate(zip(self.envs, actions)):
+            o, r, te, tr, _ = env.step(a.item() if isinstance(a, np.generic) else a)
+            rew[i], term[i], trunc[i] = r, te, tr
+            self._ret[i] += r
+            self._len[i] += 1
+            if te or tr:
+                if final is None:
+                    final = np.zeros_like(self._obs)
+                final[i] = o
+                episodes.append(Episode(i, float(self._ret[i]), int(self._len[i])))
+                self._ret[i], self._len[i] = 0.0, 0
+                o = env.reset()[0]
+            obs[i] = o
+        self._obs = obs     # a new array each step: receivers may keep the one they got
+        self.steps += k
+        return EnvStep(obs, rew, term, trunc, final, episodes, self.steps)
+
+    def close(self) -> None:
+        """Close every environment."""
+        for env in self.envs:
+            env.close()
+
+
+def concat_steps(steps) -> EnvStep:
+    """One EnvStep for several groups (a bank of environment reactors), concatenated in the
+    given order: arrays of K1 + K2 + ... rows, ``episodes`` re-indexed to the joined env
+    index, ``steps`` summed. A single step is returned as is."""
+    steps = list(steps)
+    if len(steps) == 1:
+        return steps[0]
+    obs = np.concatenate([s.obs for s in steps])
+    final, episodes, base = None, [], 0
+    for s in steps:
+        if s.final_obs is not None:
+            if final is None:
+                final = np.zeros_like(obs)
+            final[base:base + len(s.obs)] = s.final_obs
+        episodes += [Episode(base + e.env, e.ret, e.length) for e in s.episodes]
+        base += len(s.obs)
+    return EnvStep(obs, np.concatenate([s.reward for s in steps]),
+                   np.concatenate([s.terminated for s in steps]),
+                   np.concatenate([s.truncated for s in steps]), final, episodes,
+                   sum(s.steps for s in steps))
+
+
+def next_obs(step: EnvStep) -> np.ndarray:
+    """The observation each step led to: ``final_obs`` where an episode ended, else ``obs``
+    (what a replay buffer stores as s')."""
+    if step.final_obs is None:
+        return step.obs
+    return np.where(step.done.reshape(-1, *([1] * (step.obs.ndim - 1))), step.final_obs,
+                    step.obs)

@@ -1,0 +1,216 @@
+"""Proximal Policy Optimization with the clipped objective, for discrete actions.
+
+Source: Schulman, Wolski, Dhariwal, Radford, Klimov (2017), "Proximal Policy Optimization
+Algorithms", arXiv:1707.06347: the clipped surrogate L^CLIP (eq. 7) plus c1 * value loss minus
+c2 * entropy (eq. 9), advantages by GAE (eq. 11-12, see :mod:`rl_algos.gae`), K epochs of
+minibatch Adam over each rollout of T steps from N parallel actors (Algorithm 1). The
+defaults of :class:`PPOConfig` are the paper's MuJoCo settings (Table 3); the Atari ones
+(Table 5) are T=128, lr 2.5e-4 annealed, K=3, minibatch 256, clip 0.1 annealed, c1=1,
+c2=0.01. Gradient-norm clipping (0.5), Adam eps 1e-5 and per-minibatch advantage
+normalisation are the OpenAI baselines choices the paper's results were produced with.
+
+Split for reactors: :class:`PPOActor` samples actions for a batch of observations (in a
+policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates the network
+(in a learner reactor), returning new :class:`rl_algos.networks.Weights` to broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .device import batch_to_device, choose_device
+from .envs import concat_steps
+from .gae import compute_gae
+from .networks import ActorCritic, export_weights, load_weights
+from .seeding import torch_seeded
+
+
+@dataclass
+class PPOConfig:
+    """Hyperparameters (paper defaults: Schulman et al. 2017, Table 3)."""
+
+    learning_rate: float = 3e-4     # Adam step size
+    anneal_lr: bool = False         # linearly to 0 over total_steps (paper's Atari setting)
+    num_steps: int = 2048           # horizon T: steps per environment per rollout
+    gamma: float = 0.99             # discount
+    gae_lambda: float = 0.95        # GAE parameter
+    update_epochs: int = 10         # K epochs per rollout
+    minibatch_size: int = 64        # transitions per minibatch
+    clip_coef: float = 0.2          # epsilon of the clipped ratio
+    vf_coef: float = 1.0            # c1
+    ent_coef: float = 0.0           # c2
+    max_grad_norm: float = 0.5      # global gradient-norm clip (baselines)
+    adam_eps: float = 1e-5          # Adam epsilon (baselines)
+    norm_adv: bool = True           # normalise advantages per minibatch
+    total_steps: int = 1_000_000    # environment steps of the whole run (for annealing)
+    hidden: tuple = (64, 64)        # MLP widths (vector observations)
+    activation: str = "tanh"
+    device: str = "auto"            # learner device: cuda if available, else cpu
+
+
+@dataclass
+class ActRecord:
+    """What a policy reactor sends to its learner after acting on B observations:
+    ``actions`` (B,) int64, ``logp`` (B,) float32 log pi(a|s), ``values`` (B,) float32 V(s)."""
+
+    actions: np.ndarray
+    logp: np.ndarray
+    values: np.ndarray
+
+
+def sample_categorical(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One index per row of the (B, A) log-probabilities, drawn by inverse CDF with ``rng``
+    (exactly B uniform draws, whatever the probabilities); returns (B,) int64."""
+    p = np.exp(logp.astype(np.float64))
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random(len(p))[:, None] * cdf[:, -1:]
+    return np.minimum((u >= cdf).sum(axis=1), p.shape[1] - 1).astype(np.int64)
+
+
+class PPOActor:
+    """Acting side: holds a CPU copy of the actor-critic, loaded from broadcast weights.
+
+    ``act(obs)`` takes (B, *obs_shape) observations and returns an :class:`ActRecord`;
+    RuntimeError before the first :meth:`load`.
+    """
+
+    def __init__(self, rng: np.random.Generator, **_config):
+        self.rng = rng
+        self.net = None
+
+    def load(self, weights) -> None:
+        """Replace the network's parameters with ``weights`` (a Weights)."""
+        self.net = load_weights(weights, self.net)
+
+    def act(self, obs: np.ndarray) -> ActRecord:
+        if self.net is None:
+            raise RuntimeError("PPOActor.act() before any weights were received")
+        with torch.inference_mode():
+            logits, values = self.net(torch.as_tensor(obs))
+            logp_all = torch.log_softmax(logits, dim=-1).numpy()
+        actions = sample_categorical(logp_all, self.rng)
+        logp = np.take_along_axis(logp_all, actions[:, None], axis=1)[:, 0]
+        return ActRecord(actions, logp.astype(np.float32), values.numpy().astype(np.float32))
+
+
+class PPOLearner:
+    """Learning side: the rollout storage, GAE and the clipped-objective update.
+
+    ``obs_space``/``action_space``: gymnasium spaces (Discrete actions; TypeError otherwise);
+    ``rng``: the learner reactor's generator (minibatch order); ``torch_seed``: int for the
+    network's initialisation. Call :meth:`observe` once per tag.
+    """
+
+    def __init__(self, cfg: PPOConfig, obs_space, action_space, rng, torch_seed: int):
+        if not hasattr(action_space, "n"):
+            raise TypeError("PPOLearner supports Discrete action spaces only")
+        self.cfg, self.rng = cfg, rng
+        self.device = choose_device(cfg.device)
+        with torch_seeded(torch_seed):
+            net = ActorCritic(obs_space.shape, int(action_space.n), cfg.hidden, cfg.activation)
+        self.net = net.to(self.device)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate,
+                                    eps=cfg.adam_eps, fused=True)   # one kernel per step
+        self.obs_space = obs_space
+        self.buf = None              # rollout arrays, allocated on the first observation
+        self.t = 0                   # next slot of the rollout
+        self.env_steps = 0
+        self.updates = 0
+        self.stats = {}
+
+    def weights(self):
+        """The current network as :class:`rl_algos.networks.Weights`."""
+        return export_weights(self.net, "actor_critic", self.updates)
+
+    def observe(self, env_steps, record: ActRecord | None):
+        """Take one tag's data; returns new Weights after an update, else None.
+
+        ``env_steps``: the EnvSteps of every environment group at this tag (group order),
+        the result of the actions in ``record``; ``record``: what the policy did on the
+        previous observations (None at the first tag). A time-limit truncation is
+        bootstrapped: gamma * V(final observation) is added to its reward.
+        """
+        step = concat_steps(env_steps)
+        if self.buf is None:
+            self._allocate(step.obs)
+        if record is not None:
+            reward = step.reward.astype(np.float32)
+            if step.final_obs is not None and step.truncated.any():
+                cut = np.flatnonzero(step.truncated & ~step.terminated)
+                if len(cut):
+                    reward[cut] += self.cfg.gamma * self.value(step.final_obs[cut])
+            b, t = self.buf, self.t
+            b["actions"][t], b["logp"][t], b["values"][t] = (record.actions, record.logp,
+                                                             record.values)
+            b["rewards"][t], b["dones"][t] = reward, step.done
+            self.t += 1
+            self.env_steps += len(reward)
+        update = self.t == self.cfg.num_steps
+        if update:
+            self.update(self.value(step.obs))
+            self.t = 0
+        self.buf["obs"][self.t] = step.obs
+        return self.weights() if update else None
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """V(obs) for (B, *obs_shape) observations; (B,) float32."""
+        with torch.inference_mode():
+            return self.net(batch_to_device({"o": obs}, self.device)["o"])[1].cpu().numpy()
+
+    def _allocate(self, obs: np.ndarray) -> None:
+        t, e = self.cfg.num_steps, obs.shape[0]
+        self.buf = {"obs": np.zeros((t, *obs.shape), obs.dtype),
+                    "actions": np.zeros((t, e), np.int64),
+                    "logp": np.zeros((t, e), np.float32), "values": np.zeros((t, e), np.float32),
+                    "rewards": np.zeros((t, e), np.float32), "dones": np.zeros((t, e), bool)}
+
+    def update(self, last_value: np.ndarray) -> dict:
+        """K epochs of minibatch updates on the full rollout; returns mean statistics."""
+        cfg, b = self.cfg, self.buf
+        adv, ret = compute_gae(b["rewards"], b["values"], b["dones"], last_value,
+                               cfg.gamma, cfg.gae_lambda)
+        n = adv.size
+        perms = np.stack([self.rng.permutation(n) for _ in range(cfg.update_epochs)])
+        d = batch_to_device({"obs": b["obs"].reshape(n, *b["obs"].shape[2:]),
+                             "actions": b["actions"].reshape(n), "logp": b["logp"].reshape(n),
+                             "adv": adv.reshape(n), "ret": ret.reshape(n), "perms": perms},
+                            self.device)
+        if cfg.anneal_lr:
+            frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
+            self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
+        sums = np.zeros(4)
+        for epoch in range(cfg.update_epochs):
+            for start in range(0, n, cfg.minibatch_size):
+                idx = d["perms"][epoch, start:start + cfg.minibatch_size]
+                sums += self._minibatch(d, idx)
+        self.updates += 1
+        count = cfg.update_epochs * -(-n // cfg.minibatch_size)
+        self.stats = dict(zip(("pg_loss", "v_loss", "entropy", "approx_kl"), sums / count))
+        return self.stats
+
+    def _minibatch(self, d: dict, idx: torch.Tensor):
+        cfg = self.cfg
+        logits, value = self.net(d["obs"][idx])
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(1, d["actions"][idx, None]).squeeze(1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        log_ratio = logp - d["logp"][idx]
+        ratio = log_ratio.exp()
+        adv = d["adv"][idx]
+        if cfg.norm_adv and len(idx) > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(-adv * ratio,
+                            -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        v_loss = 0.5 * F.mse_loss(value, d["ret"][idx])
+        loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+        self.opt.step()
+        with torch.no_grad():
+            kl = ((ratio - 1) - log_ratio).mean()
+        return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item()])

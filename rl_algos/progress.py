@@ -1,0 +1,66 @@
+"""A live progress line for training on stderr: environment steps against the budget,
+episodes, mean recent return and environment steps per second.
+
+It reads the wall clock, so it only ever writes to the terminal, never to a port or a run
+file (the run's results stay deterministic). On a terminal it is a rich progress bar
+refreshed at most every ``interval`` seconds; otherwise (a log file, a test) a plain line is
+printed every ``plain_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class TrainingProgress:
+    """Progress of one run; ``total`` is the step budget (environment steps)."""
+
+    def __init__(self, title: str, total: int, interval: float = 0.2,
+                 plain_interval: float = 10.0, stream=None):
+        self.console = Console(file=stream or sys.stderr, soft_wrap=True)
+        self.total, self.title = int(total), title
+        self.interval = interval if self.console.is_terminal else plain_interval
+        self.t0 = self.last = time.monotonic()
+        self.steps = self.episodes = 0
+        self.mean = float("nan")
+        self.bar = None
+        if self.console.is_terminal:
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                TextColumn("{task.completed:,}/{task.total:,} steps"),
+                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
+                                console=self.console, auto_refresh=False)
+            self.task = self.bar.add_task(title, total=self.total, info="")
+            self.bar.start()
+
+    def rate(self) -> float:
+        """Environment steps per second of wall-clock time since the start."""
+        return self.steps / max(1e-9, time.monotonic() - self.t0)
+
+    def summary(self) -> str:
+        """``episodes 123 | mean return 456.7 | 12,345 steps/s``."""
+        return (f"episodes {self.episodes} | mean return {self.mean:.1f} | "
+                f"{self.rate():,.0f} steps/s")
+
+    def update(self, steps: int, episodes: int, mean: float, force: bool = False) -> None:
+        """Record the run's state; redraw when ``interval`` has passed (or ``force``)."""
+        self.steps, self.episodes, self.mean = steps, episodes, mean
+        now = time.monotonic()
+        if not force and now - self.last < self.interval:
+            return
+        self.last = now
+        if self.bar is not None:
+            self.bar.update(self.task, completed=min(steps, self.total), info=self.summary())
+            self.bar.refresh()
+        else:
+            self.console.print(f"{self.title}: {steps:,}/{self.total:,} steps | "
+                               f"{self.summary()}", highlight=False)
+
+    def close(self) -> None:
+        """Draw the final state and release the terminal."""
+        self.update(self.steps, self.episodes, self.mean, force=True)
+        if self.bar is not None:
+            self.bar.stop()

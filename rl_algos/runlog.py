@@ -1,0 +1,128 @@
+"""What a training run leaves on disk: ``runs/<program>/<timestamp>/`` holding
+``returns.csv``, ``learning_curve.png``, the model checkpoint and a copy of ``graph.json``.
+
+The timestamp is the program's logical start time (``lf.time.start()``), which every reactor
+of a run sees alike, so a logger and a learner find the same directory without exchanging
+it. ``returns.csv`` holds only logical quantities (episode, environment steps, return,
+length, environment index): the same seed gives the same bytes. Wall-clock figures go to the
+terminal only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections import deque
+
+CSV_HEADER = "episode,step,return,length,env\n"
+
+
+def run_directory(program: str, start_ns: int, root: str = "runs") -> str:
+    """``root/program/YYYYmmdd-HHMMSS-mmm`` (local time of ``start_ns``, ns since the epoch),
+    created if missing; ``root`` is relative to the current directory unless absolute."""
+    secs, ns = divmod(int(start_ns), 1_000_000_000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(secs)) + f"-{ns // 1_000_000:03d}"
+    path = os.path.join(root, program, stamp)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def program_name(instance_name: str) -> str:
+    """The program (main reactor) name from a full instance name: ``Main.envs[1]`` -> ``Main``."""
+    return instance_name.split(".", 1)[0].split("[", 1)[0]
+
+
+def graph_json_of(obj) -> str:
+    """Path of the ``graph.json`` beside the generated module that defines ``obj``'s class."""
+    module = sys.modules[type(obj).__module__]
+    return os.path.join(os.path.dirname(os.path.abspath(module.__file__)), "graph.json")
+
+
+def copy_graph(obj, run_dir: str) -> str | None:
+    """Copy the program's graph.json into ``run_dir``; returns the copy's path, or None when
+    there is no graph.json beside the module."""
+    src = graph_json_of(obj)
+    if not os.path.exists(src):
+        return None
+    dst = os.path.join(run_dir, "graph.json")
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def atomic_save(obj, path: str) -> str:
+    """``torch.save(obj, path)`` through a temporary file in the same directory and
+    ``os.replace``, so a reader never sees a half-written checkpoint. Returns ``path``."""
+    import torch
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+class EpisodeLog:
+    """Finished episodes, written to ``returns.csv`` as they come (line-buffered file).
+
+    ``window``: how many recent returns :meth:`mean_recent` averages.
+    """
+
+    def __init__(self, csv_path: str, window: int = 20):
+        self.path = csv_path
+        self.file = open(csv_path, "w", encoding="utf-8", newline="")
+        self.file.write(CSV_HEADER)
+        self.recent = deque(maxlen=window)
+        self.window = window
+        self.steps, self.returns = [], []
+
+    def add(self, step: int, ret: float, length: int, env: int) -> None:
+        """Record one episode that ended when the run had taken ``step`` environment steps."""
+        self.returns.append(float(ret))
+        self.steps.append(int(step))
+        self.recent.append(float(ret))
+        self.file.write(f"{len(self.returns)},{int(step)},{float(ret):.6g},{int(length)},"
+                        f"{int(env)}\n")
+
+    def mean_recent(self) -> float:
+        """Mean return of the last ``window`` episodes (nan before the first one)."""
+        return sum(self.recent) / len(self.recent) if self.recent else float("nan")
+
+    def solved(self, target: float) -> bool:
+        """Whether ``window`` episodes are in and their mean return is at least ``target``."""
+        return len(self.recent) == self.window and self.mean_recent() >= target
+
+    def close(self) -> None:
+        """Flush and close the CSV file (idempotent)."""
+        if not self.file.closed:
+            self.file.close()
+
+    def plot(self, png_path: str, title: str = "", target: float | None = None) -> str:
+        """Write the learning curve (return per episode and its moving mean over ``window``,
+        against environment steps) as a PNG with matplotlib's Agg backend."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+        ax.plot(self.steps, self.returns, ".", ms=3, alpha=0.35, label="episode return")
+        if self.returns:
+            w, acc, means = self.window, deque(maxlen=self.window), []
+            for r in self.returns:
+                acc.append(r)
+                means.append(sum(acc) / len(acc))
+            ax.plot(self.steps, means, "-", lw=2, label=f"mean of last {w}")
+        if target is not None:
+            ax.axhline(target, color="grey", ls="--", lw=1, label=f"target {target:g}")
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("return")
+        ax.set_title(title)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        fig.savefig(png_path)
+        plt.close(fig)
+        return png_path

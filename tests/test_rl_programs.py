@@ -1,0 +1,80 @@
+"""The RL programs in lf_src/ (CartPolePPO, the main job, and CartPoleDQN), built with the
+real lfc and run on short budgets.
+
+The budget and the target are parameters of each main reactor (`max_steps`,
+`target_return`); a test builds a copy of the program whose defaults are replaced (next to
+a link to lf_src/lib/, so its imports resolve) and runs it in its own directory, where it
+writes runs/<program>/<start time>/. Each program runs twice: the same seed must give a
+byte-identical returns.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import ROOT, build
+
+LF_SRC = ROOT / "lf_src"
+
+
+def program_copy(tmp_path: Path, name: str, **defaults) -> Path:
+    """Build lf_src/<name>.lf with its main reactor's parameter defaults replaced."""
+    text = (LF_SRC / f"{name}.lf").read_text()
+    for key, value in defaults.items():
+        text, n = re.subn(rf"(\n\s+{key} = )[^,\n)]+", rf"\g<1>{value}", text, count=1)
+        assert n == 1, f"{name}.lf has no parameter {key}"
+    src = tmp_path / "lf_src"
+    src.mkdir()
+    (src / "lib").symlink_to(LF_SRC / "lib", target_is_directory=True)
+    (src / f"{name}.lf").write_text(text)
+    return build(src / f"{name}.lf", tmp_path / "out")
+
+
+def run_in(launcher: Path, cwd: Path, name: str):
+    """Run the program in ``cwd``; returns (process, its run directory)."""
+    cwd.mkdir()
+    proc = subprocess.run([str(launcher)], cwd=cwd, capture_output=True, text=True,
+                          timeout=150, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    runs = sorted((cwd / "runs" / name).iterdir())
+    assert len(runs) == 1, (runs, proc.stderr[-3000:])
+    return proc, runs[0]
+
+
+def returns_of(run_dir: Path) -> list[float]:
+    with open(run_dir / "returns.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0])[:3] == ["episode", "step", "return"]
+    return [float(r["return"]) for r in rows]
+
+
+def check_twice(tmp_path: Path, name: str, target: float, **defaults):
+    launcher = program_copy(tmp_path, name, target_return=target, **defaults)
+    (p1, d1), (p2, d2) = (run_in(launcher, tmp_path / f"run{i}", name) for i in (1, 2))
+    for p in (p1, p2):
+        assert p.returncode == 0, f"{name} exited {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
+    assert (d1 / "returns.csv").read_bytes() == (d2 / "returns.csv").read_bytes()
+    for f in ("learning_curve.png", "model.pt", "graph.json"):
+        assert (d1 / f).stat().st_size > 0, f
+    rets = returns_of(d1)
+    assert sum(rets[-20:]) / 20 >= target     # a random policy averages about 22
+    return rets
+
+
+def test_ppo_main_job_learns_and_is_deterministic(tmp_path):
+    check_twice(tmp_path, "CartPolePPO", 150.0, max_steps=20000)
+
+
+def test_dqn_learns_and_is_deterministic(tmp_path):
+    check_twice(tmp_path, "CartPoleDQN", 100.0, max_steps=15000)
+
+
+def test_budget_exhausted_is_a_failure(tmp_path):
+    launcher = program_copy(tmp_path, "CartPolePPO", max_steps=800)
+    proc, run_dir = run_in(launcher, tmp_path / "run", "CartPolePPO")
+    assert proc.returncode == 1
+    assert "did NOT reach" in proc.stdout
+    assert returns_of(run_dir) and (run_dir / "model.pt").exists()
