@@ -142,20 +142,23 @@ def _reaction_view(r: ReactionInst, marks: _Markers) -> dict:
     return view
 
 
-def _site_dict(site: tuple) -> str:
+def _site_items(site: tuple, marks: _Markers) -> list[str]:
+    """``'name': <python>,  # File.lf:N`` for every parameter of an instantiation, each marked
+    with the line of the assignment or of the class's default it comes from."""
     child, cls, fixed = site
     if fixed is not None:
-        return repr(fixed)
+        return [f"{k!r}: {v!r}," for k, v in fixed.items()]
     assigned = {a.name: a for a in child.node.assignments} if child else {}
     items = []
     for p in cls.parameters:
         if p.name in assigned:
-            items.append(f"{p.name!r}: {python(assigned[p.name].value, 'self')}")
+            a = assigned[p.name]
+            items.append(f"{p.name!r}: {python(a.value, 'self')},{marks.inline(a.pos)}")
         elif p.name == "bank_index":
-            items.append("'bank_index': bank_index")
+            items.append("'bank_index': bank_index,")
         else:
-            items.append(f"{p.name!r}: {python(p.default, None)}")
-    return "{" + ", ".join(items) + "}"
+            items.append(f"{p.name!r}: {python(p.default, None)},{marks.inline(p.pos)}")
+    return items
 
 
 def emit_program(out: Output, main_file: str, classes: list[ReactorClass],
@@ -198,8 +201,7 @@ def _render(main_file, classes, preambles, prog, by_class):
         v = _class_view(c, marks)
         v["reactions"] = [_reaction_view(r, marks) for r in by_class.get(id(c), [])]
         views.append(v)
-    sites = [{"fn": fn, "dict": _site_dict(site) + (marks.inline(site[0].node.pos) if site[0] else "")}
-             for fn, site in prog.sites.items()]
+    sites = [{"fn": fn, "items": _site_items(site, marks)} for fn, site in prog.sites.items()]
     text = _ENV.get_template("module.py.j2").render(
         main_file=main_file, preambles=pre, classes=views, sites=sites)
     return text, marks.line_map(text)
@@ -207,8 +209,9 @@ def _render(main_file, classes, preambles, prog, by_class):
 
 def graph_json(out: Output, main_file: str, prog: Elaborated, target: TargetConfig,
                package_dir: str, line_map: list) -> dict:
-    """The elaborated program as the JSON document of docs/PROGRAM.md."""
-    return {
+    """The elaborated program as the JSON document of docs/PROGRAM.md, with the placement of
+    every reactor for the target's number of workers."""
+    graph = {
         "version": 1, "name": out.name, "main_file": main_file,
         "source_directory": os.path.dirname(main_file), "package_directory": package_dir,
         "module": f"{out.name}.py", "target": target.to_json(),
@@ -221,6 +224,28 @@ def graph_json(out: Output, main_file: str, prog: Elaborated, target: TargetConf
             "line": c.line, "label": c.label} for c in prog.connections],
         "line_map": line_map,
     }
+    _place(graph, target)
+    return graph
+
+
+def _place(graph: dict, target: TargetConfig) -> None:
+    """Write ``"worker"`` on every reactor: the runtime's placement for ``workers`` (0: this
+    machine's cores; 1 when single-threaded). The runtime recomputes it for ``-w N``."""
+    from reactors.placement import place, resolve_workers
+    workers = 1 if target.single_threaded else resolve_workers(graph, target.workers)
+    for info, worker in zip(graph["reactors"], place(graph, workers)):
+        info["worker"] = worker
+
+
+def _pin(i: Instance) -> int | None:
+    """The worker ``n`` of a ``@worker(n)`` attribute on the instantiation, or None."""
+    a = next((a for a in (i.site.attributes if i.site else ()) if a.name == "worker"), None)
+    if a is None or not a.params or not isinstance(a.params[0].value, ast.Literal):
+        return None
+    try:
+        return int(a.params[0].value.text)
+    except ValueError:
+        return None
 
 
 def _instance_json(i: Instance) -> dict:
@@ -231,7 +256,7 @@ def _instance_json(i: Instance) -> dict:
         "bank_index": i.bank_index, "bank_width": i.bank_width, "params": i.params_fn,
         "mode": i.mode, "synthetic": i.synthetic, "file": i.cls.file,
         "line": (i.site.pos.line if i.site else i.cls.decl.pos.line),
-        "label": _label(label), "worker": i.worker,
+        "label": _label(label), "worker": i.worker, "pin": _pin(i),
         "ports": [{"name": p.name, "kind": p.kind, "width": p.width, "mutable": p.mutable}
                   for p in i.ports.values()],
         "timers": [{"name": t.name, "offset": t.offset, "period": t.period, "mode": t.mode}
