@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--workers", type=int, help="number of workers (overrides the target property)")
     p.add_argument("--timeout", metavar="'N UNIT'", help="logical timeout, e.g. '10 sec'")
     p.add_argument("--fast", action="store_true", default=None, help="do not wait for physical time")
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
+                   help="override the default of a main-reactor parameter with an LF expression, "
+                        "e.g. -D seed=3 -D period='10 msec' (widths and times follow it)")
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     p.add_argument("-V", "--version", action="version", version=f"lfc {VERSION}")
     return p
@@ -52,7 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"lfc: error: --timeout: {e}", file=sys.stderr)
         return 1
-    ov = Overrides(workers=args.workers, timeout=timeout, fast=args.fast)
+    params = {}
+    for d in args.define:
+        name, eq, value = d.partition("=")
+        if not eq or not name.strip():
+            print(f"lfc: error: -D {d}: expected NAME=VALUE", file=sys.stderr)
+            return 1
+        params[name.strip()] = value
+    ov = Overrides(workers=args.workers, timeout=timeout, fast=args.fast, params=params)
     status = 0
     for f in args.files:
         status |= _compile_one(f, args, ov)

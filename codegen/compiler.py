@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import ast
 from .analyse import analyse
@@ -14,7 +14,7 @@ from .elaborate import elaborate
 from .emit import Output, emit_program
 from .instance import Elaborated
 from .loader import Program, load, project_root, resolve_import
-from .parse import parse_file
+from .parse import parse, parse_file
 from .target import TargetConfig, read_target
 
 BUILTIN = os.path.join(os.path.dirname(__file__), "builtin.lf")
@@ -27,6 +27,7 @@ class Overrides:
     workers: int | None = None
     timeout: int | None = None
     fast: bool | None = None
+    params: dict[str, str] | None = None  # main reactor parameter -> LF expression text
 
 
 @dataclass
@@ -60,6 +61,7 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     program.files[BUILTIN] = parse_file(BUILTIN, rep)
     table = ClassTable(program, rep)
     main_cls = table.get(program.main_file, main_decl)
+    _override_params(main_cls, (overrides or Overrides()).params or {}, rep)
     delays = {"delay": table.lookup(BUILTIN, "_lf_Delay", None),
               "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None)}
     table.build_all()
@@ -95,6 +97,20 @@ def compile_file(path: str, rep: Reporter, out_root: str | None = None,
     if not no_compile:
         _syntax_check(out, rep)
     return out
+
+
+def _override_params(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> None:
+    """Replace defaults of main-reactor parameters with values given as LF expressions
+    (``lfc -D name=value``); they are then used at compile time like any default."""
+    for name, text in params.items():
+        old = main_cls.param(name)
+        if old is None:
+            rep.error(f"-D {name}: the main reactor '{main_cls.name}' has no parameter '{name}'", None)
+            continue
+        where = f"<-D {name}>"
+        model = parse(f"target Python\nmain reactor X({name} = {text}) {{}}\n", where, rep)
+        expr = model.reactors[0].parameters[0].default
+        main_cls.parameters[main_cls.parameters.index(old)] = replace(old, default=expr)
 
 
 def _finish_target(target: TargetConfig, prog, ov: Overrides, main_decl: ast.Reactor,

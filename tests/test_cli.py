@@ -145,3 +145,26 @@ def test_launcher_is_a_shell_script(tmp_path):
     launcher = build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
     assert launcher.read_text().startswith("#!/bin/sh\n")
     assert subprocess.run([str(launcher)], capture_output=True).returncode == 0
+
+
+DEFS = """target Python { fast: true }
+reactor S(w = 1) { output[w] out  reaction(startup) -> out {= [c.set(i) for i, c in enumerate(out)] =} }
+main reactor Defs(n = 2, period = 1 msec, label = "x") {
+  s = new S(w = n)
+  timer t(period)
+  reaction(s.out) {= print(self.label, len(s.out), self.period) =}
+}
+"""
+
+
+def test_define_overrides_main_parameters_at_compile_time(tmp_path):
+    src = write(tmp_path, "Defs", DEFS)
+    assert run_program(build(src, tmp_path / "a")).stdout == "x 2 1000000\n"
+    launcher = build(src, tmp_path / "b", "-D", "n=5", "-D", "period=3 msec", "-D", 'label="hi"')
+    assert run_program(launcher).stdout == "hi 5 3000000\n"
+
+
+def test_define_of_an_unknown_parameter_is_an_error(tmp_path):
+    r = lfc("-o", str(tmp_path / "o"), "-D", "nope=1", str(write(tmp_path, "Defs", DEFS)))
+    assert r.returncode == 1
+    assert "the main reactor 'Defs' has no parameter 'nope'" in r.stderr

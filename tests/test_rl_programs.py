@@ -2,17 +2,15 @@
 real lfc and run on short budgets.
 
 The budget and the target are parameters of each main reactor (`max_steps`,
-`target_return`); a test builds a copy of the program whose defaults are replaced (next to
-a link to lf_src/lib/, so its imports resolve) and runs it in its own directory, where it
-writes runs/<program>/<start time>/. Each program runs twice: the same seed must give a
-byte-identical returns.csv.
+`target_return`); a test builds the program with other defaults (`lfc -D name=value`) and runs
+it in its own directory, where it writes runs/<program>/<start time>/. Each program runs
+twice: the same seed must give a byte-identical returns.csv.
 """
 
 from __future__ import annotations
 
 import csv
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -23,15 +21,8 @@ LF_SRC = ROOT / "lf_src"
 
 def program_copy(tmp_path: Path, name: str, **defaults) -> Path:
     """Build lf_src/<name>.lf with its main reactor's parameter defaults replaced."""
-    text = (LF_SRC / f"{name}.lf").read_text()
-    for key, value in defaults.items():
-        text, n = re.subn(rf"(\n\s+{key} = )[^,\n)]+", rf"\g<1>{value}", text, count=1)
-        assert n == 1, f"{name}.lf has no parameter {key}"
-    src = tmp_path / "lf_src"
-    src.mkdir()
-    (src / "lib").symlink_to(LF_SRC / "lib", target_is_directory=True)
-    (src / f"{name}.lf").write_text(text)
-    return build(src / f"{name}.lf", tmp_path / "out")
+    defines = [arg for k, v in defaults.items() for arg in ("-D", f"{k}={v}")]
+    return build(LF_SRC / f"{name}.lf", tmp_path / "out", *defines)
 
 
 def run_in(launcher: Path, cwd: Path, name: str):
