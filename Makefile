@@ -32,6 +32,7 @@ test: install
 	$(PY) -m pytest -q -n auto tests
 
 bench: install
+	$(PY) -m pip install -q -e '.[bench]' || echo "make bench: the bench extras did not install; their rows will say FAILED"
 	$(PY) -m bench $(BENCH_ARGS)
 
 graph: build

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from .common import ROOT, Row, cores
 
-BENCHMARKS = ["pingpong", "lfc_speed"]
+BENCHMARKS = ["pingpong", "speedup", "roundtrip", "broadcast", "lfc_speed", "gym_sim", "atari_sim", "sync_qlearn", "multi_agent", "broadcast16"]
 
 
 def _versions() -> dict[str, str]:

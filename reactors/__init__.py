@@ -5,4 +5,10 @@ each: ``tag`` (time), ``port``, ``action``, ``timer``, ``reaction``, ``reactor``
 (``ReactorBase``), ``mode``, ``eventq`` (future events), ``build`` (graph.json -> objects),
 ``scheduler`` (per-tag loop), ``clock`` (physical time), ``context``, ``log``, ``errors``,
 ``launch``.
+
+Several workers (issue 3): ``topology`` (which channels cross workers), ``placement``
+(reactors to workers), ``parallel`` (plan, backend choice, a worker's life, supervision),
+``worker`` (one worker's per-tag loop), ``coordinator`` (the tag agreement, run by worker 0),
+``sync`` (control block, waiting and waking), ``shm`` (port channels through shared memory),
+``processes`` and ``threads`` (the two backends), ``trace`` (port-value digests, timing trace).
 """

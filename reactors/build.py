@@ -19,6 +19,7 @@ from .port import Multiport, Port
 from .reaction import Reaction, forward
 from .reactor import Make
 from .timer import Timer
+from .topology import ancestors
 
 TARGET_DEFAULTS = {"timeout": None, "fast": False, "keepalive": False, "logging": "info",
                    "workers": 1, "single_threaded": False, "tracing": False, "files": [],
@@ -60,17 +61,24 @@ class Program:
     extra: dict = field(default_factory=dict)
 
 
-def build(module, graph: dict) -> Program:
+def build(module, graph: dict, owned=None) -> Program:
     """Instantiate ``graph`` (a parsed graph.json) with the classes of ``module``.
+
+    ``owned``: the set of reactor ids this worker runs (None: all). Only owned instances are
+    fully constructed and only their reactions, actions and timers are built; their
+    ancestors become *shells* (parameters only, no state initialisers) so that parameter
+    functions can see their container; other instances are not constructed (``obj`` None).
+    Ports of every instance exist (cheap). ``Program.reactions`` keeps global ranks: a
+    reaction of another worker is None at its rank.
 
     Raises GraphError when the graph is malformed or names something the module lacks, and
     BuildFailure when user code (parameter functions, state initialisers) raises.
     """
-    return _Builder(module, graph).build()
+    return _Builder(module, graph, owned).build()
 
 
 class _Builder:
-    def __init__(self, module, graph: dict):
+    def __init__(self, module, graph: dict, owned=None):
         if graph.get("version") != 1:
             raise GraphError(f"unsupported graph.json version {graph.get('version')!r}")
         self.module = module
@@ -84,6 +92,11 @@ class _Builder:
         self.actions: dict = {}     # (rid, name) -> Action
         self.timers: dict = {}      # (rid, name) -> Timer
         self.mode_capsules: list = []
+        self.owned = owned
+        self.needed = None if owned is None else ancestors(graph, owned)
+
+    def _owns(self, rid: int) -> bool:
+        return self.owned is None or rid in self.owned
 
     def build(self) -> Program:
         self._instantiate()
@@ -103,7 +116,8 @@ class _Builder:
             source_map=self.smap,
             source_directory=self.g.get("source_directory", ""),
             package_directory=self.g.get("package_directory", ""),
-            physical_actions=any(isinstance(a, PhysicalAction) for a in self.actions.values()))
+            physical_actions=any(isinstance(a, PhysicalAction) for a in self.actions.values()),
+            extra={"roots": self.root})
 
     # ------------------------------------------------------------------ instances
 
@@ -118,13 +132,17 @@ class _Builder:
             if info["id"] != i:
                 raise GraphError(f"reactor ids must equal their index (got {info['id']} at {i})")
             parent = None if info.get("parent") is None else self.instances[info["parent"]]
+            if self.needed is not None and i not in self.needed:
+                self.instances.append(Instance(i, info["name"], None, parent, info))
+                continue
             cls = self._lookup(info["pyclass"], "class")
             fn = info.get("params")
             bank_index = info.get("bank_index", 0)
             try:
                 params = {} if fn is None else self._lookup(fn, "parameter function")(
                     None if parent is None else parent.obj, bank_index)
-                obj = cls(info["name"], bank_index, params)
+                obj = cls(info["name"], bank_index, params) if self._owns(i) else _shell(
+                    cls, info["name"], bank_index, params)
             except (GraphError, KeyboardInterrupt):
                 raise
             except BaseException as exc:
@@ -133,6 +151,8 @@ class _Builder:
 
     def _modes(self) -> None:
         for inst in self.instances:
+            if not self._owns(inst.id):
+                continue   # placement keeps modal reactors with everything inside them
             info = inst.info
             if inst.parent is not None:
                 inst.enclosing = (inst.parent.modal.modes[info["mode"]] if info.get("mode")
@@ -216,6 +236,8 @@ class _Builder:
 
     def _actions_and_timers(self) -> None:
         for inst in self.instances:
+            if not self._owns(inst.id):
+                continue
             for a in inst.info.get("actions", []):
                 cls = PhysicalAction if a.get("origin") == "physical" else Action
                 self.actions[(inst.id, a["name"])] = cls(
@@ -243,6 +265,9 @@ class _Builder:
         reactions, startup, shutdown = [], [], []
         triggers: dict = {}   # trigger object -> set of ranks
         for rank, rx in enumerate(order):
+            if not self._owns(rx["reactor"]):
+                reactions.append(None)
+                continue
             r = self._reaction(rx)
             r.rank = rank
             reactions.append(r)
@@ -329,6 +354,17 @@ class _Builder:
                 triggers.setdefault(port, set()).add(r.rank)
         else:
             raise GraphError(f"unknown trigger kind '{kind}'")
+
+
+def _shell(cls, name: str, bank_index: int, params: dict):
+    """An instance of ``cls`` with its parameters but no state (a container of this worker's
+    reactors that runs elsewhere): ``ReactorBase.__init__`` without ``_lf_init_state``."""
+    obj = cls.__new__(cls)
+    obj._lf_name = name
+    obj._bank_index = bank_index
+    for key, value in params.items():
+        setattr(obj, "_" + key, value)
+    return obj
 
 
 def _chain(mode):

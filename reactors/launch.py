@@ -25,7 +25,9 @@ Usage: {prog} [options]
   -f, --fast [true|false]                 do not wait for physical time
   -o, --timeout <duration> <units>        stop after this much logical time
   -k, --keepalive [true|false]            keep running when the event queue is empty
-  -w, --workers <n>                       number of workers
+  -w, --workers <n>                       number of workers (0: one per core)
+  --backend processes|threads             how workers run when there are several
+  --digest <file>                         write a digest of every port value at every tag
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   -h, --help                              print this message
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
@@ -43,6 +45,9 @@ class Options:
     workers: int = 1
     start_multiple: int = 0
     help: bool = False
+    backend: str | None = None      # None: processes on a GIL build, threads without GIL
+    digest: str | None = None       # path of the port-value digest file (reactors.trace)
+    trace_file: str | None = None   # path of the timing trace (target property `tracing`)
 
 
 def parse_options(argv: list, target: dict) -> Options:
@@ -69,6 +74,14 @@ def parse_options(argv: list, target: dict) -> Options:
             if not args or not args[0].isdigit():
                 raise LaunchError(f"{a} expects a non-negative integer")
             o.workers = int(args.pop(0))
+        elif a == "--backend":
+            if not args or args[0] not in ("processes", "threads"):
+                raise LaunchError(f"{a} expects 'processes' or 'threads'")
+            o.backend = args.pop(0)
+        elif a == "--digest":
+            if not args:
+                raise LaunchError(f"{a} expects a file name")
+            o.digest = os.path.abspath(args.pop(0))
         else:
             raise LaunchError(f"unknown option '{a}'")
     return o
@@ -141,6 +154,13 @@ def run_graph(module, graph: dict, args=()) -> int:
     CTX.log = log
     CTX.source_directory = graph.get("source_directory", "")
     CTX.package_directory = graph.get("package_directory", "")
+    if target.get("tracing"):
+        opts.trace_file = os.path.abspath(f"{graph.get('name', 'program')}.trace.json")
+    if opts.workers != 1:   # one worker (the default) does not even import the parallel code
+        from . import parallel
+        workers = parallel.workers_for(graph, opts.workers)
+        if workers > 1:
+            return parallel.run(module, graph, opts, log, workers)
     return _run(module, graph, opts, log)
 
 
@@ -155,15 +175,15 @@ def _run(module, graph: dict, opts: Options, log: Log) -> int:
         return 1
     except KeyboardInterrupt:
         return STATUS_INTERRUPTED
-    if opts.workers > 1:
-        log.log(f"---- {opts.workers} workers requested; this runtime runs on one worker")
     if opts.fast and program.physical_actions:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     sched = Scheduler(program, Clock(), fast=opts.fast,
                       keepalive=opts.keepalive,
                       timeout=opts.timeout, start_multiple=opts.start_multiple, log=log)
+    records = _recorders(sched, opts)
     try:
         sched.run()
+        _write_records(records, opts)
     except KeyboardInterrupt:
         log.info("---- Interrupted (Ctrl-C); stopping.")
         return STATUS_INTERRUPTED
@@ -173,3 +193,29 @@ def _run(module, graph: dict, opts: Options, log: Log) -> int:
             return report(exc, "the program", program.source_map, log=log)
         return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
     return 0
+
+
+def _recorders(sched, opts):
+    """Attach the digest recorder and the timing trace to a one-worker run, if asked."""
+    if not (opts.digest or opts.trace_file):
+        return None, None
+    from .trace import Digest, Timeline, record_single
+    digest = record_single(sched, Digest()) if opts.digest else None
+    timeline = None
+    if opts.trace_file:
+        timeline = Timeline(0)
+        timeline.wrap(sched)
+    return digest, timeline
+
+
+def _write_records(records, opts) -> None:
+    digest, timeline = records
+    if digest is None and timeline is None:
+        return
+    from .trace import merge, write_timeline
+    if digest is not None:
+        digest.final()
+        digest.digest.write(opts.digest + ".w0")
+        merge([opts.digest + ".w0"], opts.digest)
+    if timeline is not None:
+        write_timeline(timeline.json_events(), opts.trace_file)

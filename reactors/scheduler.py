@@ -49,7 +49,7 @@ class Scheduler:
         self.rq = []
         self.present = []
         self.transitions = []
-        self.table = [r.entry() for r in program.reactions]
+        self.table = [None if r is None else r.entry() for r in program.reactions]
         self.modes = program.modes
         self.current = None      # the running reaction that has a deadline, if any
         self.stopping = False    # at the stop tag (shutdown reactions are running)
@@ -72,7 +72,7 @@ class Scheduler:
             a._rq, a._mark, a._sched = self.rq, mark, self
         for t in p.timers:
             t._rq, t._sched = self.rq, self
-        for obj in list(p.mode_capsules) + list(p.reactions):
+        for obj in list(p.mode_capsules) + [r for r in p.reactions if r is not None]:
             obj._sched = self
 
     # ------------------------------------------------------------------ public interface

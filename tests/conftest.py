@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,77 @@ def build_and_run(tmp_path):
     def go(lf_file: Path, *args: str, timeout: float = 60):
         return run_program(build(lf_file, tmp_path), *args, timeout=timeout)
     return go
+
+
+# --------------------------------------------------------------------------- determinism
+
+#: The multi-worker runs every program is compared with its one-worker run (issue 3).
+VARIANTS = [("2", "processes"), ("4", "processes"), ("2", "threads"), ("4", "threads")]
+_SKIP = re.compile(r"^\s*//\s*determinism:\s*skip\s*\((.*)\)\s*$", re.M)
+
+
+def determinism_skip(program: Path) -> str | None:
+    """The reason of a ``// determinism: skip (reason)`` line in the program, or None."""
+    m = _SKIP.search(program.read_text(encoding="utf-8"))
+    return m.group(1) if m else None
+
+
+def run_digest(launcher: Path, name: str, *args: str, timeout: float = 120):
+    """Run with ``--digest``; returns (completed process, the digest text or None)."""
+    digest = launcher.parent.parent / f"{name}.digest"
+    r = run_program(launcher, "--digest", str(digest), *args, timeout=timeout)
+    return r, (digest.read_text() if digest.exists() else None)
+
+
+def same_on_any_workers(launcher: Path, ref, ref_digest, skip: str | None,
+                        compare_stdout: bool = True, timeout: float = 120,
+                        ignore: str | None = None, variants=VARIANTS) -> None:
+    """Assert that the program gives ``ref`` (its one-worker run) on every variant: the same
+    exit status, stdout and port-value digest (without the ports whose names match the
+    regular expression ``ignore``). A program marked ``skip`` only runs on two worker threads
+    and must exit alike."""
+    ref_digest = _without(ref_digest, ignore)
+    for workers, backend in _distinct([("2", "threads")] if skip else variants, launcher):
+        r, digest = run_digest(launcher, f"w{workers}{backend}", "-w", workers, "--backend",
+                               backend, timeout=timeout)
+        where = f"{launcher.name} on {workers} workers ({backend})"
+        assert r.returncode == ref.returncode, f"{where}: exit {r.returncode}\n{r.stderr[-3000:]}"
+        if skip:
+            continue
+        if compare_stdout:
+            assert r.stdout == ref.stdout, f"{where}: stdout differs\n{r.stderr[-2000:]}"
+        assert _without(digest, ignore) == ref_digest, f"{where}: port values differ"
+    left = [n for n in os.listdir("/dev/shm") if _dead_run_segment(n)]
+    assert not left, f"shared memory left behind: {left[:5]}"
+
+
+def _distinct(variants, launcher: Path) -> list:
+    """The variants that run differently: ``-w N`` resolves to at most the number of reactor
+    groups (reactors.placement), so ``-w 4`` is often the same run as ``-w 2``, and a
+    variant that resolves to one worker is the one-worker run already done."""
+    import json
+    from reactors.parallel import workers_for
+    graph_file = next((launcher.parent.parent / "src-gen").glob("*/graph.json"))
+    graph = json.loads(graph_file.read_text())
+    seen, out = set(), []
+    for workers, backend in variants:
+        key = (workers_for(graph, int(workers)), backend)
+        if key[0] > 1 and key not in seen:
+            seen.add(key)
+            out.append((workers, backend))
+    return out
+
+
+def _without(digest: str | None, ignore: str | None) -> str | None:
+    """The digest lines whose port (third field) does not match ``ignore``."""
+    if digest is None or ignore is None:
+        return digest
+    pattern = re.compile(ignore)
+    return "".join(line for line in digest.splitlines(keepends=True)
+                   if not pattern.search(line.split(" ", 3)[2]))
+
+
+def _dead_run_segment(name: str) -> bool:
+    """A segment of a parallel run (``lf<pid>x...``) whose coordinating process is gone."""
+    m = re.match(r"lf(\d+)x", name)
+    return bool(m) and not os.path.exists(f"/proc/{m.group(1)}")

@@ -1,0 +1,152 @@
+"""Building and running the paper's workloads as our own `.lf` programs (issue 5).
+
+Each program in ``lf_src/bench/`` prints one line ``RESULT {json}`` when it ends; the figures
+in it are measured inside the program, after a warm-up round, so they leave out the
+interpreter's start, imports and environment creation (as the peers' figures do). The launch
+of the whole process is timed too and reported in the notes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .common import ROOT, cores
+
+LF_BENCH = ROOT / "lf_src" / "bench"
+
+
+def workers() -> int:
+    """Worker count our programs run with: one per core (issue 5), or ``$LF_BENCH_WORKERS``."""
+    return int(os.environ.get("LF_BENCH_WORKERS") or cores())
+
+
+def build_program(name: str, defines: dict, out: Path) -> Path:
+    """Build ``lf_src/bench/<name>.lf`` into ``out`` with main-reactor parameter defaults
+    overridden (``lfc -D NAME=VALUE``; a value is an LF expression, so a string is quoted).
+
+    Returns the launcher. Raises RuntimeError with lfc's messages on a compile error.
+    """
+    args = [a for k, v in defines.items() for a in ("-D", f"{k}={_lf(v)}")]
+    r = subprocess.run([sys.executable, "-m", "codegen.cli", "-q", "-o", str(out), *args,
+                        str(LF_BENCH / f"{name}.lf")], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    return out / "bin" / name
+
+
+def _lf(value) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+@dataclass
+class Outcome:
+    """What one run of a program reported: ``result`` (its RESULT json, which counts the OS
+    ``processes`` its reactors ran in), ``wall`` (s, the whole process), the ``workers`` it
+    was asked for and the machine's ``load`` (1-minute load average) when it ended."""
+
+    result: dict
+    wall: float
+    workers: int = 1
+    load: float = float("nan")
+
+    def note(self) -> str:
+        """Worker count asked for, processes used and whole-process time, for a Row's note."""
+        procs = self.result.get("processes", "?")
+        return (f"-w {self.workers}: ran in {procs} process(es); whole run {self.wall:.1f} s with "
+                f"start-up; load {self.load:.1f}")
+
+
+def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float = 600) -> Outcome:
+    """Run a built program with ``-w n_workers`` (default: one per core); parse its RESULT.
+
+    Raises RuntimeError when it exits non-zero or prints no RESULT line.
+    """
+    cmd = [str(launcher), "-w", str(n_workers or workers()), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    t0 = time.perf_counter()
+    # a session of its own, so that a run past its time is ended with all its workers
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"{launcher.name} did not finish in {timeout:.0f} s (killed)") from None
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{launcher.name} exited {proc.returncode}: {_last_lines(stdout + stderr)}")
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return Outcome(json.loads(line[len("RESULT "):]), wall, int(cmd[2]), load_average())
+    raise RuntimeError(f"{launcher.name} printed no RESULT line: {_last_lines(stdout + stderr)}")
+
+
+def _last_lines(text: str, n: int = 3) -> str:
+    """The last ``n`` non-empty lines (where a Python error says what went wrong)."""
+    return " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-n:])
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (other processes compete for the cores)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def workload_module(name: str):
+    """Import a shared workload module of ``lf_src/bench`` (e.g. ``stepper``) in this process."""
+    if str(LF_BENCH) not in sys.path:
+        sys.path.insert(0, str(LF_BENCH))
+    return importlib.import_module(name)
+
+
+def our_rows(table, launcher, key: str, note: str = "", timeout: float = 600,
+             results: dict | None = None, one_worker: bool = True) -> None:
+    """Our row (one worker per core) and, with several workers, our row on one worker (its
+    ratio is then the speed-up from the extra workers). ``launcher`` is the built program or
+    the exception that building it raised; ``key`` names the figure in its RESULT;
+    ``results[n_workers]`` receives each RESULT; ``one_worker=False`` leaves out the run on
+    one worker."""
+    if isinstance(launcher, Exception):
+        table.ours(lambda: _raise(launcher))
+        return
+    results = {} if results is None else results
+
+    def go(n_workers: int):
+        out = run(launcher, n_workers=n_workers, timeout=timeout)
+        results[n_workers] = out.result
+        return out.result[key], "; ".join(p for p in (note, out.note()) if p)
+
+    table.ours(lambda: go(workers()))
+    if one_worker and workers() > 1:
+        single = table.peer("ours on 1 worker (-w 1)", lambda: go(1),
+                            note=f"ratio = speed-up from -w {workers()}")
+        if table.our_figure is None and single is not None:
+            table.rebase(single, f"ratio to ours on 1 worker: -w {workers()} failed")
+
+
+def result_of(results: dict) -> dict:
+    """Our RESULT with one worker per core, else the one on one worker, else ``{}``."""
+    return results.get(workers()) or results.get(1) or {}
+
+
+def build_or_error(name: str, defines: dict, out: Path):
+    """:func:`build_program`, or the exception it raised (for :func:`our_rows`)."""
+    try:
+        return build_program(name, defines, out)
+    except Exception as e:  # noqa: BLE001 - reported as our failed row
+        return e
+
+
+def _raise(exc: BaseException):
+    raise exc

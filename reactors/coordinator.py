@@ -1,0 +1,257 @@
+"""The coordinator of a parallel run: the one place that decides every tag (spec §3.1-§3.10).
+
+Worker 0 plays this role between its own tags (so a run of W workers is W busy processes or
+threads, not W + 1). Per tag ``s``, once worker 0 has published its own ``DONE = s``, it
+waits until every worker has, prints what their reactions printed during the tag (in rank
+order: the output of one worker), reads their reports (earliest pending event, stop
+request), applies the one-worker rules for the next tag (timeout, ``request_stop`` at
+(t, m+1), starvation, keepalive, waiting for physical time unless ``fast``) and publishes
+``GO`` for tag ``s + 1`` with its time, microstep and the stop tag. While it waits for
+physical time, a worker whose threads posted a physical event or a stop request revises its
+report and rings; the coordinator then recomputes the next tag, as one worker's scheduler
+does when woken.
+
+The program's own process (or main thread) only supervises (:func:`reactors.parallel.
+supervise`): it notices the end of the run, failures (a worker sets ``FAILS`` and its
+``STATUS``/``CODE``), dead workers and signals, and then sets ``STATE = ABORT``, which every
+worker notices at its next wait or before its next reaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from time import time_ns
+
+from .sync import (ABORT, CODE, COORD_SLEEP, DONE, FAILS, FINISHED, GO_M, GO_SEQ, GO_T, LOST,
+                   NEXT_M, NEXT_T, NONE_T, PRINTED, REQ_M, REQ_T, REV, RUNNING, SLEEP, START_T,
+                   STATE, STATUS, STOP_M, STOP_T, W_FAILED, W_READY, ring_if_sleeping, wait)
+from .tag import FOREVER, NEVER_INT64
+
+
+class WorkerFailed(Exception):
+    """A worker reported a failure (it printed the report itself); ``status`` is the exit
+    status to use, ``worker`` its index."""
+
+    def __init__(self, worker: int, status: int):
+        super().__init__(f"worker {worker} failed with status {status}")
+        self.worker = worker
+        self.status = status
+
+
+def failure(ctl):
+    """``WorkerFailed`` for the lowest-numbered worker that reported a failure, or None."""
+    cells = ctl.cells
+    for w in range(ctl.workers):
+        b = ctl.worker_base(w)
+        if cells[b + STATUS] == W_FAILED:
+            return WorkerFailed(w, cells[b + CODE])
+    return None
+
+
+def write_output(ctl, outputs, seq: int, stream) -> None:
+    """Print on ``stream`` what the workers printed during tag ``seq`` (those that sent it),
+    in rank order, which is the order of one worker (a stable sort keeps each reaction's own
+    order); record it in ``PRINTED``. ``outputs[w]`` is ``(OutputPort, reader)``."""
+    cells = ctl.cells
+    if cells[PRINTED] >= seq:
+        return
+    chunks = []
+    for port, reader in outputs:
+        if cells[reader.state_cell] == 2 * seq + 1:   # that worker sent text of tag seq
+            port._p = False
+            reader.receive(seq)
+            chunks += port._v
+    if chunks:
+        chunks.sort(key=_rank)
+        stream.write("".join(text for _, text in chunks))
+        stream.flush()
+    cells[PRINTED] = seq
+
+
+def _rank(chunk) -> int:
+    return chunk[0]
+
+
+class Coordinator:
+    """Decides the tags of a run of ``ctl.workers`` workers, inside worker 0 (``worker``, its
+    :class:`reactors.worker.WorkerScheduler`). ``bells[w]`` wakes worker ``w`` (the
+    coordinator waits on worker 0's), ``supervisor`` wakes the supervising process or thread;
+    ``outputs`` as for :func:`write_output`; ``stream`` the real stdout. Times are ns."""
+
+    def __init__(self, ctl, bells, supervisor, outputs, stream, *, fast=False,
+                 keepalive=False, timeout=None, start_multiple=0, log, spin_ns=0, idle=None):
+        self.ctl = ctl
+        self.cells = ctl.cells
+        self.bells = bells
+        self.bell = bells[0]
+        self.supervisor = supervisor
+        self.outputs, self.stream = outputs, stream
+        self.n = ctl.workers
+        self.bases = [ctl.worker_base(w) for w in range(self.n)]
+        self.done_cells = [b + DONE for b in self.bases]
+        self.fast, self.keepalive = bool(fast), bool(keepalive)
+        self.timeout, self.start_multiple = timeout, start_multiple
+        self.log = log
+        self.spin_ns = spin_ns
+        self.idle = idle
+        self.worker = None
+        self.revs = [0] * self.n
+        self.seq = 0
+        self.time = self.micro = self.start_time = 0
+        self.stop_time, self.stop_micro = FOREVER, 0
+        self.phys_seen = NEVER_INT64
+        self.phys_start = 0
+
+    # ------------------------------------------------------------------ the run
+
+    def start(self, worker) -> None:
+        """Wait until every worker is ready, choose the start time and publish tag 0."""
+        self.worker = worker
+        cells = self.cells
+        self._wait(lambda: all(cells[b + STATUS] >= W_READY for b in self.bases))
+        self._check_failed()
+        now = time_ns()
+        start = now
+        if self.start_multiple:
+            start = -(-now // self.start_multiple) * self.start_multiple
+        self.phys_start = now
+        self.start_time = self.time = start
+        if self.timeout is not None:
+            self.stop_time = min(start + self.timeout, FOREVER)
+        self.log.log(f"---- Start execution on {datetime.now():%a %b %d %H:%M:%S %Y} ---- "
+                     f"plus {start % 1_000_000_000} nanoseconds")
+        if not self.fast and start > now:
+            self._sleep_until(start, interruptible=False)
+        self.phys_seen = time_ns()
+        cells[START_T] = start
+        cells[STATE] = RUNNING
+        self._go(0, start, 0)
+
+    def step(self) -> bool:
+        """After worker 0's ``DONE`` of the current tag: complete the tag (print its output)
+        and publish the next one. False at the end of the run (after the stop tag)."""
+        self._wait(self._all_done)
+        self._check_failed()
+        write_output(self.ctl, self.outputs, self.seq, self.stream)
+        if self.time == self.stop_time and self.micro == self.stop_micro:
+            self._finish()
+            return False
+        nt, nm = self._next_tag()
+        self._go(self.seq + 1, nt, nm)
+        return True
+
+    # ------------------------------------------------------------------ steps
+
+    def _go(self, seq: int, t: int, m: int) -> None:
+        cells = self.cells
+        cells[GO_T] = t
+        cells[GO_M] = m
+        cells[STOP_T] = self.stop_time
+        cells[STOP_M] = self.stop_micro
+        cells[GO_SEQ] = seq
+        self.seq, self.time, self.micro = seq, t, m
+        for w in range(1, self.n):
+            ring_if_sleeping(cells, self.bases[w] + SLEEP, self.bells[w])
+
+    def _all_done(self) -> bool:
+        """Every worker published ``DONE`` for the current tag, or one failed."""
+        cells, seq = self.cells, self.seq
+        for cell in self.done_cells:
+            if cells[cell] < seq:
+                return cells[FAILS] != 0 or cells[STATE] == ABORT
+        return True
+
+    def _check_failed(self) -> None:
+        if self.cells[FAILS] or self.cells[STATE] == ABORT:
+            from .worker import Aborted
+            raise Aborted()
+
+    def _reports(self) -> tuple:
+        """The earliest event over all workers (``(None, None)`` if none), after applying
+        the earliest stop request to the stop tag. Reads each report under its seqlock."""
+        cells, revs = self.cells, self.revs
+        nt, nm = NONE_T, 0
+        st, sm = self.stop_time, self.stop_micro
+        for w, b in enumerate(self.bases):
+            while True:
+                rev = cells[b + REV]
+                et, em = cells[b + NEXT_T], cells[b + NEXT_M]
+                rt, rm = cells[b + REQ_T], cells[b + REQ_M]
+                if not rev & 1 and cells[b + REV] == rev:
+                    break
+            revs[w] = rev
+            if et < nt or (et == nt and em < nm):
+                nt, nm = et, em
+            if rt < st or (rt == st and rm < sm):
+                st, sm = rt, rm
+        self.stop_time, self.stop_micro = st, sm
+        return (None, None) if nt == NONE_T else (nt, nm)
+
+    def _revised(self) -> bool:
+        worker = self.worker
+        if len(worker.inbox) > worker._accounted:
+            worker._provisional()      # worker 0's own threads posted something
+        cells = self.cells
+        return any(cells[b + REV] != r for b, r in zip(self.bases, self.revs))
+
+    def _next_tag(self):
+        """The next tag, never past the stop tag; waits for physical time unless fast, and
+        recomputes when a worker revises its report (spec §3.9, §3.10, §3.13)."""
+        while True:
+            top = self._reports()
+            if top[0] is None and not self.keepalive:
+                self._lower_stop(self.time, self.micro + 1)
+            st, sm = self.stop_time, self.stop_micro
+            if top[0] is not None and top <= (st, sm):
+                nt, nm = top
+            elif top[0] is None and self.keepalive and st >= FOREVER:
+                self._sleep_until(None)
+                continue
+            else:
+                nt, nm = st, sm
+            idle = top[0] is None and self.keepalive
+            if (not self.fast or idle) and nt > self.phys_seen:
+                if not self._sleep_until(nt):
+                    continue
+                self.phys_seen = time_ns()
+            return nt, nm
+
+    def _lower_stop(self, t: int, m: int) -> None:
+        if (t, m) < (self.stop_time, self.stop_micro):
+            self.stop_time, self.stop_micro = t, m
+
+    def _finish(self) -> None:
+        cells = self.cells
+        lost = sum(cells[b + LOST] for b in self.bases)
+        if lost:
+            self.log.warn(f"---- {lost} future action event(s) after the stop tag were discarded.")
+        self.log.log(f"---- Elapsed logical time (in nsec): {self.time - self.start_time:,}")
+        self.log.log(f"---- Elapsed physical time (in nsec): {time_ns() - self.phys_start:,}")
+        cells[STATE] = FINISHED
+        self.supervisor.ring()
+
+    # ------------------------------------------------------------------ waiting
+
+    def _wait(self, cond) -> None:
+        wait(cond, self.cells, COORD_SLEEP, self.bell, self.spin_ns, self.idle)
+
+    def _sleep_until(self, t, interruptible: bool = True) -> bool:
+        """Block until physical time ``t`` (ns; None: forever). False when a worker revised
+        its report first (only if ``interruptible``)."""
+        cells = self.cells
+        while True:
+            left = None if t is None else t - time_ns()
+            if left is not None and left <= 0:
+                return True
+            self.bell.clear()
+            cells[COORD_SLEEP] = 1
+            if interruptible and self._revised():
+                cells[COORD_SLEEP] = 0
+                return False
+            ready = self.bell.wait(1.0 if left is None else min(left / 1e9, 1.0))
+            cells[COORD_SLEEP] = 0
+            if self.idle is not None:
+                self.idle(ready)
+            self._check_failed()
+            if interruptible and self._revised():
+                return False

@@ -1,0 +1,151 @@
+"""Placement of reactor instances on workers: a pure function of graph.json and W.
+
+The compiler writes the placement for the target's ``workers`` into graph.json (``"worker"`` of
+each reactor, for the viewer); the runtime recomputes it for the W it actually runs with, so
+``-w N`` needs no recompilation. Both call :func:`place`.
+
+Rules, in order:
+
+1. *Groups* of instances that must share a worker (union-find):
+   - a modal instance and everything inside it (mode state and the activity of contained
+     reactors are local to one worker);
+   - all instances whose reactions write the same root channel (one writer per channel);
+   - a synthetic ``after``/``~>`` delay instance and the writer of its input.
+2. A group containing an instance with a ``pin`` (from ``@worker(n)`` on the instantiation)
+   goes to worker ``n mod W`` (the pin of its lowest instance id wins).
+3. Banks next: the groups led by the members of one bank are dealt round-robin, member ``i``
+   on worker ``(s + i) mod W`` where ``s`` is the least-loaded worker when the bank is placed.
+4. The other groups, heaviest first (weight = number of reactions; ties by lowest instance
+   id), go to the least-loaded worker (ties: lowest worker index), so heavy groups end up
+   apart.
+5. Instances without reactions follow their parent (worker 0 for the main reactor).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .topology import access, roots
+
+
+class _Union:
+    def __init__(self, n: int):
+        self.up = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.up[i] != i:
+            self.up[i] = self.up[self.up[i]]
+            i = self.up[i]
+        return i
+
+    def join(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.up[max(ra, rb)] = min(ra, rb)   # the lowest id stays the representative
+
+
+def groups(graph: dict) -> list:
+    """``group[reactor id]``: the lowest instance id of the group it must share a worker with."""
+    reactors = graph["reactors"]
+    u = _Union(len(reactors))
+    for inst in reactors:   # parents come before children
+        p = inst.get("parent")
+        while p is not None:
+            if reactors[p].get("modes"):
+                u.join(p, inst["id"])
+            p = reactors[p].get("parent")
+    acc = access(graph)
+    for ranks in acc.writes.values():
+        owners = sorted({acc.reactor[r] for r in ranks})
+        for o in owners[1:]:
+            u.join(owners[0], o)
+    root = roots(graph)
+    for inst in reactors:
+        if inst.get("synthetic"):
+            for r in acc.writes.get(root.get((inst["id"], "inp", 0)), ()):
+                u.join(inst["id"], acc.reactor[r])
+    return [u.find(i) for i in range(len(reactors))]
+
+
+def _weights(graph: dict, group: list) -> dict:
+    w: dict = {}
+    for inst in graph["reactors"]:
+        n = len(inst.get("reactions", []))
+        if n:
+            w[group[inst["id"]]] = w.get(group[inst["id"]], 0) + n
+    return w
+
+
+def _banks(reactors: list, leads: list) -> list:
+    """The groups led by members of one bank (same parent and name, width > 1), per bank in
+    order of first member, members in bank order."""
+    banks: dict = {}
+    for g in sorted(leads):
+        info = reactors[g]
+        if info.get("bank_width", 1) > 1:
+            banks.setdefault((info.get("parent"), info.get("short")), []).append(g)
+    return [sorted(m, key=lambda g: reactors[g].get("bank_index", 0)) for m in banks.values()]
+
+
+def max_parallel(graph: dict) -> int:
+    """How many reactions can ever run at once: the most groups with a reaction at one level."""
+    group = groups(graph)
+    acc = access(graph)
+    per_level: dict = {}
+    for rank, rid in enumerate(acc.reactor):
+        per_level.setdefault(acc.level[rank], set()).add(group[rid])
+    return max((len(s) for s in per_level.values()), default=1)
+
+
+def resolve_workers(graph: dict, requested: int, cores: int | None = None) -> int:
+    """The number of workers to run with: ``requested`` (0: one per core, capped by
+    :func:`max_parallel`), never more than the number of groups that have reactions, and at
+    least 1. ``cores`` defaults to ``os.cpu_count()``."""
+    n = int(requested)
+    if n < 0:
+        raise ValueError(f"the number of workers must be >= 0, not {n}")
+    if n == 1:
+        return 1
+    if n == 0:
+        n = min(cores or os.cpu_count() or 1, max_parallel(graph))
+    return max(1, min(n, len(_weights(graph, groups(graph)))))
+
+
+def place(graph: dict, workers: int) -> list:
+    """``worker[reactor id]`` in ``range(workers)`` following the module's rules.
+
+    Raises ValueError when ``workers`` < 1.
+    """
+    if workers < 1:
+        raise ValueError(f"placement needs at least one worker, not {workers}")
+    reactors = graph["reactors"]
+    group = groups(graph)
+    weight = _weights(graph, group)
+    pins: dict = {}
+    for inst in reactors:
+        pin = inst.get("pin")
+        if pin is not None and group[inst["id"]] not in pins:
+            pins[group[inst["id"]]] = int(pin) % workers
+    load = [0] * workers
+    at: dict = {}
+    for g, w in sorted(pins.items()):
+        at[g] = w
+        load[w] += weight.get(g, 0)
+    for members in _banks(reactors, [g for g in weight if g not in at]):
+        start = min(range(workers), key=lambda k: (load[k], k))
+        for g in members:
+            w = (start + reactors[g].get("bank_index", 0)) % workers
+            at[g] = w
+            load[w] += weight[g]
+    for g in sorted((g for g in weight if g not in at), key=lambda g: (-weight[g], g)):
+        w = min(range(workers), key=lambda k: (load[k], k))
+        at[g] = w
+        load[w] += weight[g]
+    out = []
+    for inst in reactors:
+        g = group[inst["id"]]
+        if g not in at:
+            p = inst.get("parent")
+            at[g] = out[p] if p is not None else 0
+        out.append(at[g])
+    return out

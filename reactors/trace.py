@@ -1,0 +1,162 @@
+"""Recorders of a run: the digest of every port value at every tag, and a timing trace.
+
+**Digest** (``--digest FILE``). At the end of every tag, each worker hashes every present port
+channel that it writes: one line ``<elapsed ns> <microstep> <port>[<channel>] <sha256>``, the
+elapsed time counted from the start tag (so runs compare). The value is encoded stably: a
+numpy array as dtype, shape and C-order bytes; a torch tensor through numpy; anything else as
+``pickle`` protocol 5 (run with a fixed ``PYTHONHASHSEED`` when values hold sets of strings);
+an object pickle refuses is named by its type. The run writes one file, sorted by (tag,
+port); two runs computed the same values iff the files are equal. Files hold hex digests
+only: nothing is ever unpickled from them.
+
+**Timing trace** (target property ``tracing: true``). Each worker records the start and end
+of every reaction; the run writes ``<Name>.trace.json`` in the Chrome/Perfetto "traceEvents"
+format (one process row per worker) into the current directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import sys
+from time import perf_counter_ns
+
+from .port import Port
+
+
+def encode(value) -> bytes:
+    """The stable byte encoding of a port value hashed into the digest."""
+    # a module being imported by another thread may lack its attributes yet
+    tensor = getattr(sys.modules.get("torch"), "Tensor", None)
+    np = sys.modules.get("numpy")     # no numpy imported: no value can be an array
+    ndarray = getattr(np, "ndarray", None)
+    if tensor is not None and isinstance(value, tensor):
+        value = value.detach().cpu().resolve_conj().resolve_neg()
+        try:
+            value = value.numpy()
+        except (TypeError, RuntimeError):
+            value = value.float().numpy()
+    if ndarray is not None and isinstance(value, ndarray) and not value.dtype.hasobject:
+        head = f"ndarray {value.dtype.str} {value.shape}".encode()
+        return head + np.ascontiguousarray(value).tobytes()
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception:
+        return f"unpicklable {type(value).__module__}.{type(value).__qualname__}".encode()
+
+
+class Digest:
+    """Collects digest lines. ``watch``: the port objects to record (None: every port)."""
+
+    def __init__(self, watch=None):
+        self.watch = None if watch is None else {id(p) for p in watch}
+        self.lines = []
+
+    def record(self, sched, present=None) -> None:
+        """Hash the ports present at the scheduler's current tag (or in ``present``)."""
+        self._add(sched.time - sched.start_time, sched.micro,
+                  sched.present if present is None else present)
+
+    def _add(self, t: int, m: int, present) -> None:
+        watch = self.watch
+        for obj in present:
+            if obj.__class__ is Port and (watch is None or id(obj) in watch):
+                h = hashlib.sha256(encode(obj._v)).hexdigest()
+                self.lines.append((t, m, obj._name, h))
+
+    def write(self, path: str) -> None:
+        """Write the lines (unsorted) to ``path``; :func:`merge` sorts and combines."""
+        with open(path, "w", encoding="utf-8") as f:
+            for t, m, name, h in self.lines:
+                f.write(f"{t} {m} {name} {h}\n")
+
+
+def merge(parts, path: str) -> None:
+    """Combine digest files ``parts`` into ``path``, sorted by (tag, port); removes them."""
+    rows = []
+    for p in parts:
+        if not os.path.exists(p):    # a worker that wrote nothing (it was stopped)
+            continue
+        with open(p, encoding="utf-8") as f:
+            for line in f:
+                t, m, name, h = line.split()
+                rows.append((int(t), int(m), name, h))
+        os.unlink(p)
+    rows.sort()
+    with open(path, "w", encoding="utf-8") as f:
+        for t, m, name, h in rows:
+            f.write(f"{t} {m} {name} {h}\n")
+
+
+class _Recording(list):
+    """The one-worker scheduler's ``present`` list, recording before each per-tag clear.
+
+    The single-worker loop updates its tag, resets the flags and then calls ``clear()``, so
+    the tag being left is remembered here; no cost is added to the unrecorded path.
+    """
+
+    def __init__(self, digest: Digest, sched):
+        super().__init__()
+        self.digest = digest
+        self.sched = sched
+        self.tag = None
+
+    def clear(self) -> None:
+        s = self.sched
+        t, m = self.tag if self.tag is not None else (s.start_time, 0)
+        self.digest._add(t - s.start_time, m, self)
+        self.tag = (s.time, s.micro)
+        super().clear()
+
+    def final(self) -> None:
+        """Record the last tag (its presence is never cleared)."""
+        s = self.sched
+        self.digest._add(s.time - s.start_time, s.micro, self)
+
+
+def record_single(sched, digest: Digest) -> _Recording:
+    """Make the one-worker ``sched`` record into ``digest``; call ``.final()`` on the result
+    after the run."""
+    rec = _Recording(digest, sched)
+    sched.present = rec
+    sched._attach()
+    return rec
+
+
+class Timeline:
+    """Reaction start/end times of one worker (``pid``), for a Chrome/Perfetto trace."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.events = []
+
+    def wrap(self, sched) -> None:
+        """Time every reaction of ``sched`` (wraps its dispatch table)."""
+        table = sched.table
+        for rank, entry in enumerate(table):
+            if entry is not None:
+                table[rank] = (self._timed(entry, sched.program.reactions[rank].describe()), ())
+
+    def _timed(self, entry, name: str):
+        fn, args = entry
+        events = self.events
+
+        def timed():
+            t0 = perf_counter_ns()
+            try:
+                fn(*args)
+            finally:
+                events.append((name, t0, perf_counter_ns()))
+        return timed
+
+    def json_events(self) -> list:
+        return [{"name": n, "ph": "X", "pid": self.pid, "tid": 0, "ts": a / 1000,
+                 "dur": (b - a) / 1000} for n, a, b in self.events]
+
+
+def write_timeline(events: list, path: str) -> None:
+    """Write Chrome/Perfetto trace events to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)

@@ -1,0 +1,372 @@
+"""One worker's share of a program, run tag by tag under a coordinator (W > 1).
+
+The coordinator (:mod:`reactors.coordinator`) decides every tag; a worker (a process or a
+thread) runs, at each agreed tag, the triggered reactions of the reactors placed on it, in rank
+order, and exchanges port values with other workers through *crossings* (root channels whose
+writer lives here and readers elsewhere, or the reverse):
+
+- before running a reaction of rank ``r`` (or before leaving the tag), it receives every
+  incoming crossing that some reaction here with rank <= ``r`` reads (waiting for its writer
+  if needed; its presence may trigger more reactions here);
+- as soon as every reaction here that can write an outgoing crossing has had its turn, the
+  crossing is published for this tag (present with its value, or absent), and the readers that
+  sleep are woken.
+
+Ranks respect precedence, so a writer's last rank is below every reader's first rank and the
+scheme cannot deadlock; at each tag a worker's reactions see exactly the port values they would
+see on one worker. At the end of a tag the worker reports its earliest pending event and stop
+request (:meth:`reactors.sync.Control.write_report`), flushes stdout and publishes ``DONE``.
+"""
+
+from __future__ import annotations
+
+import threading
+from heapq import heappop, heappush
+from time import time_ns
+
+from .action import Action
+from .scheduler import Scheduler
+from .sync import (ABORT, COORD_SLEEP, DONE, GO_M, GO_SEQ, GO_T, LOST, NONE_T, SLEEP,
+                   STATE, STATUS, STOP_M, STOP_T, W_FINISHED, W_READY,
+                   ring_if_sleeping, wait)
+from .tag import FOREVER
+
+_END = 1 << 62   # a rank larger than any
+
+
+class Aborted(Exception):
+    """The coordinator aborted the run (another worker failed, Ctrl-C, a worker died)."""
+
+
+class Link:
+    """What a worker needs from its backend: the control block ``ctl``, its index ``me``,
+    ``bells[w]`` for every worker (worker 0's also wakes the coordinator) and ``bells[W]`` for
+    the supervisor, the spin budget ``spin_ns``, ``idle(ready_fds)`` (called while blocked;
+    may raise), the crossings as ``incoming`` ``[(first rank here, reader, channel index)]``
+    and ``outgoing`` ``[(last writing rank, writer, reader workers)]``, and ``output``:
+    ``(Captured, (OutputPort, writer))``, its reactions' stdout and how it is sent."""
+
+    def __init__(self, ctl, me, bells, spin_ns, idle, incoming, outgoing, output):
+        self.ctl, self.me, self.bells = ctl, me, bells
+        self.spin_ns, self.idle = spin_ns, idle
+        self.incoming = sorted(incoming, key=lambda x: x[0])
+        self.outgoing = sorted(outgoing, key=lambda x: x[0])
+        self.captured, self.output = output
+
+
+class Captured:
+    """Stands in for ``sys.stdout`` in a worker: what reactions print during a tag, as
+    ``(rank, text)`` chunks, sent to the coordinator at the end of the tag; it writes the
+    chunks of all workers in rank order, which is the order of one worker. ``real`` is the
+    stream written to when a run ends abnormally (:meth:`spill`). Text written by another
+    thread than ``owner`` (threads that reactions started) goes straight to ``real``;
+    ``owner`` None captures every thread's text."""
+
+    def __init__(self, real, owner=None):
+        self.real = real
+        self.owner = owner
+        self.rank = -1
+        self.chunks = []
+
+    def write(self, text: str) -> int:
+        if self.owner is not None and threading.get_ident() != self.owner:
+            return self.real.write(text)
+        if text:
+            self.chunks.append((self.rank, text))
+        return len(text)
+
+    def flush(self) -> None:
+        """An explicit flush (``print(..., flush=True)``) writes what this worker captured
+        so far straight out: progress lines of long reactions appear at once, at the price
+        of their order relative to other workers' text at the same tag."""
+        if self.chunks:
+            self.spill()
+
+    def take(self) -> list:
+        chunks, self.chunks = self.chunks, []
+        return chunks
+
+    def spill(self) -> None:
+        """Write what was captured straight to the real stream (failure paths)."""
+        for _, text in self.take():
+            self.real.write(text)
+        self.real.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+class OutputPort:
+    """The pseudo port that carries a worker's :class:`Captured` chunks of one tag (present
+    when something was printed) through an ordinary crossing writer/reader."""
+
+    _name = "stdout"
+
+    def __init__(self):
+        self._v = None
+        self._p = False
+
+    def trigger(self) -> None:
+        self._p = True
+
+
+class _Clock:
+    """Physical time for deadlines, and the wake-up used by physical actions' threads."""
+
+    now = staticmethod(time_ns)
+
+    def __init__(self, worker):
+        self.worker = worker
+
+    def wake(self) -> None:
+        """Called by threads that posted to the inbox: ring unconditionally, since worker 0
+        may be sleeping as the coordinator (physical time) rather than as a worker."""
+        self.worker.bell.ring()
+
+
+class WorkerScheduler(Scheduler):
+    """Runs the reactions of ``program`` (built with ``owned``) at the tags the coordinator
+    publishes. Exceptions of reactions propagate from :meth:`run` with ``failed`` set; an
+    abort by the coordinator raises :class:`Aborted`. ``recorder``: a
+    :class:`reactors.trace.Digest` or None; ``coordinator``: the
+    :class:`reactors.coordinator.Coordinator` that worker 0 runs between its tags."""
+
+    def __init__(self, program, link: Link, *, keepalive=False, log=None, recorder=None,
+                 coordinator=None):
+        super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
+        self.link = link
+        self.cells = link.ctl.cells
+        self.me = link.me
+        self.base = link.ctl.worker_base(link.me)
+        self.bell = link.bells[link.me]
+        self.coord_bell = link.bells[0]
+        self.coordinator = coordinator
+        self.recorder = recorder
+        self.captured = link.captured
+        self.seq = -1
+        self._accounted = 0
+        self._want = self._cell = 0     # what the current wait waits for
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> None:
+        """Report ready, then run tags until the stop tag (or an abort/failure)."""
+        self._thread = threading.get_ident()
+        cells, base = self.cells, self.base
+        cells[base + STATUS] = W_READY
+        ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
+        coord = self.coordinator
+        try:
+            if coord is not None:
+                coord.start(self)
+            self._await_go(0)
+            self._first_tag()
+            while True:
+                self._run_tag()
+                if self.transitions:
+                    self.modes.apply(self)
+                final = self.time == self.stop_time and self.micro == self.stop_micro
+                self._end_tag(final)
+                if coord is not None:
+                    coord.step()
+                if final:
+                    break
+                self._await_go(self.seq + 1)
+                self._enter_tag()
+        finally:
+            self.finished = True
+
+    def send_output(self) -> None:
+        """Send what the reactions printed during the current tag to the coordinator."""
+        port, writer = self.link.output
+        chunks = self.captured.take()
+        port._v, port._p = chunks, bool(chunks)
+        writer.publish(self.seq)
+
+    # ------------------------------------------------------------------ between tags
+
+    def _go_ready(self) -> bool:
+        cells = self.cells
+        return (cells[GO_SEQ] >= self._want or cells[STATE] == ABORT
+                or len(self.inbox) > self._accounted)
+
+    def _chan_ready(self) -> bool:
+        cells = self.cells
+        return cells[self._cell] >= self._want or cells[STATE] == ABORT
+
+    def _await_go(self, seq: int) -> None:
+        cells = self.cells
+        if cells[GO_SEQ] >= seq and not self.inbox:
+            return
+        link = self.link
+        self._want = seq
+        while True:
+            wait(self._go_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
+            if cells[STATE] == ABORT:
+                raise Aborted()
+            if cells[GO_SEQ] >= seq:
+                return
+            self._provisional()
+
+    def _provisional(self) -> None:
+        """While waiting for the next tag: report a lower bound of the tags of physical
+        events (and stop requests) that other threads posted, so the coordinator can choose
+        an earlier tag. Nothing is queued yet (see :meth:`_enter_tag`)."""
+        items = list(self.inbox)
+        self._accounted = len(items)
+        t, m = self.time, self.micro
+        top = self.queue.peek()
+        nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
+        rt, rm = self.stop_time, self.stop_micro
+        for item in items:
+            if item[0] is None:
+                rt, rm = min((rt, rm), (t, m + 1))
+                continue
+            a, phys, delay = item[0], item[1], item[2]
+            lb = max(phys + a._min_delay + delay, self.start_time)
+            cand = (lb, 0) if lb > t else (t, m + 1)
+            nt, nm = min((nt, nm), cand)
+        self.link.ctl.write_report(self.me, nt, nm, rt, rm)
+        self.coord_bell.ring()
+
+    def _enter_tag(self) -> None:
+        cells = self.cells
+        gt, gm = cells[GO_T], cells[GO_M]
+        self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
+        self.seq += 1
+        if self.inbox:
+            self._place_posted(gt, gm)
+        self.time, self.micro = gt, gm
+        for obj in self.present:
+            obj._p = False
+        self.present.clear()
+        self._fire_events(gt, gm)
+        if gt == self.stop_time and gm == self.stop_micro:
+            self._trigger_shutdown()
+
+    def _place_posted(self, gt: int, gm: int) -> None:
+        """Queue the physical events posted before tag ``(gt, gm)`` started, at that tag or
+        later (the coordinator may have chosen it without them); stop requests stay in the
+        inbox for the end of the tag, as on one worker."""
+        keep = []
+        inbox = self.inbox
+        while inbox:
+            item = inbox.popleft()
+            if item[0] is None:
+                keep.append(item)
+                continue
+            a, phys, delay, value = item
+            t = max(phys + a._min_delay + delay, self.start_time)
+            if t >= FOREVER:
+                continue
+            m = 0
+            if (t, 0) < (gt, gm):
+                t, m = gt, gm
+            a._place(t, m, value)
+        inbox.extend(keep)
+        self._accounted = 0
+
+    def _first_tag(self) -> None:
+        cells = self.cells
+        self.seq = 0
+        start = cells[GO_T]
+        self.start_time = self.time = start
+        self.micro = 0
+        self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
+        self.phys_start = self.clock.now()
+        ranks = list(self.program.startup)
+        if self.modes:
+            ranks += self.modes.begin(self)
+        for t in self.program.timers:
+            if t.mode is None or t.mode.active:
+                t.start(start, 0)
+        for r in ranks:
+            heappush(self.rq, r)
+        self._fire_events(start, 0)
+        if self.stop_time == start and self.stop_micro == 0:
+            self._trigger_shutdown()
+
+    def _end_tag(self, final: bool) -> None:
+        cells, base = self.cells, self.base
+        if self.recorder is not None:
+            self.recorder.record(self)
+        if final:
+            cells[base + LOST] = sum(1 for e in self.queue.live() if isinstance(e[3], Action))
+            cells[base + STATUS] = W_FINISHED
+        else:
+            if self.inbox:
+                self._drain()
+                self._accounted = 0
+            top = self.queue.peek()
+            nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
+            self.link.ctl.write_report(self.me, nt, nm, self.stop_time, self.stop_micro)
+        self.send_output()
+        cells[base + DONE] = self.seq
+        ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
+
+    # ------------------------------------------------------------------ one tag
+
+    def _run_tag(self) -> None:
+        rq, table, cells = self.rq, self.table, self.cells
+        link = self.link
+        captured = self.captured
+        inc, out = link.incoming, link.outgoing
+        ni, no = len(inc), len(out)
+        i = j = 0
+        seq = self.seq
+        pop = heappop
+        last = -1
+        try:
+            while True:
+                r = rq[0] if rq else _END
+                k = inc[i][0] if i < ni else _END
+                if j < no and out[j][0] < min(r, k):
+                    j = self._publish(j, min(r, k), seq)
+                if k <= r and k != _END:
+                    self._receive(inc[i][1], seq)
+                    i += 1
+                    continue
+                if not rq:
+                    break
+                rank = pop(rq)
+                if rank != last:
+                    last = rank
+                    if cells[STATE] == ABORT:
+                        raise Aborted()
+                    fn, args = table[rank]
+                    captured.rank = rank
+                    fn(*args)
+        except Aborted:
+            raise
+        except BaseException:
+            if last >= 0:
+                self.failed = self.program.reactions[last]
+            raise
+
+    def _publish(self, j: int, bound: int, seq: int) -> int:
+        """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``;
+        wake their sleeping readers. Returns the next index."""
+        out = self.link.outgoing
+        woken = set()
+        while j < len(out) and out[j][0] < bound:
+            _, writer, readers = out[j]
+            writer.publish(seq)
+            woken.update(readers)
+            j += 1
+        cells, ctl, bells = self.cells, self.link.ctl, self.link.bells
+        for w in woken:
+            ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
+        return j
+
+    def _receive(self, reader, seq: int) -> None:
+        cells = self.cells
+        cell = reader.state_cell
+        want = 2 * seq
+        if cells[cell] < want:
+            link = self.link
+            self._cell, self._want = cell, want
+            wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns,
+                 link.idle)
+            if cells[STATE] == ABORT:
+                raise Aborted()
+        reader.receive(seq)

@@ -1,0 +1,58 @@
+"""The programs of lf_src/ give the same port values on 1, 2 and 4 workers, both backends.
+
+(The programs of tests/lf/ are checked the same way by tests/test_lf_programs.py.) Each
+program runs at a tiny size (``lfc -D`` defaults below). These programs print measured times
+and run directories, so only the exit status and the digest of every port value at every tag
+are compared, not stdout. A program of lf_src/ without an entry in ``SMALL`` is skipped with
+a message saying so. Programs that import torch (about a second of start-up per process) run
+on 2 worker processes and on 2 and 4 worker threads, not on 4 processes, to keep
+``make test`` short.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from conftest import ROOT, VARIANTS, build, has_main, run_digest, same_on_any_workers
+
+LF_SRC = ROOT / "lf_src"
+PROGRAMS = sorted(p for p in LF_SRC.rglob("*.lf") if has_main(p))
+
+PIDS = r"\.pid(\[\d+\])?$"      # ports that carry process ids, different by design
+#: program (relative to lf_src) -> (lfc -D defines for a tiny run, modules it needs, ports
+#: whose values legitimately differ (a regular expression) or None)
+SMALL = {
+    "bench/PingPong.lf": (["count=200"], (), None),
+    "bench/BigBank.lf": (["n=40"], (), None),
+    "bench/Broadcast16.lf": (["n=3", "mib=1", "rounds=4"], ("numpy",), PIDS),
+    "bench/GymSim.lf": (["n=3", "rounds=20"], ("gymnasium",), PIDS),
+    "bench/AtariSim.lf": (["n=2", "rounds=3"], ("ale_py",), PIDS),
+    "bench/QLearn.lf": (["n=3", "steps=10", "batch=16", "rounds=4", "seed=2"], ("torch",), PIDS),
+    "bench/Junction.lf": (["n=4", "steps=100", "seed=5"], (), PIDS),
+    "bench/Speedup.lf": (["rounds=2", "work=20000"], (), None),
+    # the checkpoint path names the run's directory, which carries the start time
+    "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"),
+                       r"\.saved$"),
+    "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"),
+                       r"\.saved$"),
+}
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[str(p.relative_to(LF_SRC)) for p in PROGRAMS])
+def test_same_port_values_on_any_workers(program, tmp_path):
+    key = str(program.relative_to(LF_SRC))
+    if key not in SMALL:
+        pytest.skip(f"no tiny configuration for {key} in tests/test_determinism.py SMALL")
+    defines, needs, ignore = SMALL[key]
+    for module in needs:
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    launcher = build(program, tmp_path, *[a for d in defines for a in ("-D", d)])
+    ref, digest = run_digest(launcher, "w1", "-w", "1", timeout=300)
+    assert ref.returncode == 0, f"{key} exited {ref.returncode}\n{ref.stderr[-3000:]}"
+    assert digest, f"{key} computed no port value"
+    variants = [v for v in VARIANTS if v != ("4", "processes") or "torch" not in needs]
+    same_on_any_workers(launcher, ref, digest, None, compare_stdout=False, timeout=300,
+                        ignore=ignore, variants=variants)
