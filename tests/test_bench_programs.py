@@ -21,11 +21,12 @@ from conftest import ROOT, build, run_program
 LF_BENCH = ROOT / "lf_src" / "bench"
 
 
-def run_bench(name: str, tmp_path, timeout: float = 120, **defaults) -> dict:
+def run_bench(name: str, tmp_path, workers: int = 1, timeout: float = 120, **defaults) -> dict:
     """Build ``lf_src/bench/<name>.lf`` with ``lfc -D name=value`` for each of ``defaults``
-    (strings are quoted as LF strings), run it on one worker, and return its RESULT."""
+    (strings are quoted as LF strings), run it on ``workers`` workers, return its RESULT."""
     defines = [a for k, v in defaults.items() for a in ("-D", f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}")]
-    r = run_program(build(LF_BENCH / f"{name}.lf", tmp_path, *defines), "-w", "1", timeout=timeout)
+    out = tmp_path / f"w{workers}"
+    r = run_program(build(LF_BENCH / f"{name}.lf", out, *defines), "-w", str(workers), timeout=timeout)
     assert r.returncode == 0, f"{name} exited {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     assert len(lines) == 1, r.stdout[-2000:]
@@ -118,3 +119,19 @@ def test_junction_environment_rules():
 def test_broadcast_gathers_every_copy(tmp_path):
     res = run_bench("Broadcast16", tmp_path, n=3, mib=1, rounds=5)
     assert (res["rounds"], res["receivers"], res["mib"]) == (5, 3, 1)
+
+
+@pytest.mark.parametrize("name, defaults, same", [
+    ("Junction", {"n": 4, "steps": 100}, ("reward", "collisions")),
+    ("QLearn", {"n": 3, "steps": 10, "batch": 16, "rounds": 3}, ("checksum", "loss")),
+    ("Broadcast16", {"n": 3, "mib": 1, "rounds": 3}, ("rounds",)),
+])
+def test_two_workers_compute_what_one_computes(name, defaults, same, tmp_path):
+    """Bank members are dealt across worker processes; the results do not change."""
+    if name == "QLearn":
+        pytest.importorskip("torch")
+        pytest.importorskip("gymnasium")
+    one = run_bench(name, tmp_path, 1, **defaults)
+    two = run_bench(name, tmp_path, 2, **defaults)
+    assert two["processes"] == 2
+    assert {k: two[k] for k in same} == {k: one[k] for k in same}
