@@ -76,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     Console(width=200).print(table)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / f"{stamp}.md").write_text(_markdown(rows, header))
-    (out / f"{stamp}.json").write_text(json.dumps(
+    # A partial run (--only) or a quick one never overwrites the full table of the day.
+    stem = stamp + ("-quick" if args.quick else "") + ("-" + "-".join(args.only) if args.only else "")
+    (out / f"{stem}.md").write_text(_markdown(rows, header))
+    (out / f"{stem}.json").write_text(json.dumps(
         {"date": stamp, "cores": cores(), "versions": versions, "quick": args.quick,
          "rows": [r.to_json() for r in rows]}, indent=1))
     return 0 if all(r.status == "ok" for r in rows) else 1
