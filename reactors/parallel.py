@@ -80,6 +80,9 @@ def run(module, graph: dict, opts, log, workers: int) -> int:
     backend = opts.backend or default_backend()
     plan = make_plan(graph, workers)
     log.log(f"---- Running on {workers} workers ({backend})")
+    if opts.fast and any(a.get("origin") == "physical" for r in graph["reactors"]
+                         for a in r.get("actions", [])):
+        log.warn("fast execution with physical actions: physical tags may lag logical time")
     if backend == "threads":
         from .threads import run_threads
         return run_threads(module, graph, plan, opts, log)
@@ -196,7 +199,9 @@ def supervise(ctl, bell, idle=None) -> int:
         if cells[STATE] == FINISHED:
             return 0
         if cells[FAILS]:
-            raise failure(ctl)
+            f = failure(ctl)      # FAILS is written after the worker's STATUS
+            if f is not None:
+                raise f
         ready = bell.wait(0.5)
         if idle is not None:
             idle(ready)
