@@ -4,7 +4,7 @@ real lfc and run on short budgets.
 The budget and the target are parameters of each main reactor (`max_steps`,
 `target_return`); a test builds the program with other defaults (`lfc -D name=value`) and runs
 it in its own directory, where it writes runs/<program>/<start time>/. Each program runs
-twice: the same seed must give a byte-identical returns.csv.
+twice, on 1 and on 2 workers: the same seed must give a byte-identical returns.csv.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ def program_copy(tmp_path: Path, name: str, **defaults) -> Path:
     return build(LF_SRC / f"{name}.lf", tmp_path / "out", *defines)
 
 
-def run_in(launcher: Path, cwd: Path, name: str):
-    """Run the program in ``cwd``; returns (process, its run directory)."""
+def run_in(launcher: Path, cwd: Path, name: str, *args: str):
+    """Run the program in ``cwd`` with program options ``args``; returns (process, run dir)."""
     cwd.mkdir()
-    proc = subprocess.run([str(launcher)], cwd=cwd, capture_output=True, text=True,
+    proc = subprocess.run([str(launcher), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=150, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     runs = sorted((cwd / "runs" / name).iterdir())
     assert len(runs) == 1, (runs, proc.stderr[-3000:])
@@ -44,7 +44,8 @@ def returns_of(run_dir: Path) -> list[float]:
 
 def check_twice(tmp_path: Path, name: str, target: float, **defaults):
     launcher = program_copy(tmp_path, name, target_return=target, **defaults)
-    (p1, d1), (p2, d2) = (run_in(launcher, tmp_path / f"run{i}", name) for i in (1, 2))
+    # The same seed on 1 and on 2 workers (processes) must give the same returns.csv.
+    (p1, d1), (p2, d2) = (run_in(launcher, tmp_path / f"run{w}", name, "-w", str(w)) for w in (1, 2))
     for p in (p1, p2):
         assert p.returncode == 0, f"{name} exited {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     assert (d1 / "returns.csv").read_bytes() == (d2 / "returns.csv").read_bytes()
