@@ -124,6 +124,11 @@ class Scheduler:
         if not self.fast and start > now:
             clock.wait_until(start)
         self.phys_seen = clock.now()
+        self._enter_start_tag(start)
+
+    def _enter_start_tag(self, start: int) -> None:
+        """Trigger startup reactions, start timers and fire the events of the start tag
+        (spec §3.8); with ``timeout: 0`` the start tag is also the stop tag."""
         ranks = list(self.program.startup)
         if self.modes:
             ranks += self.modes.begin(self)

@@ -21,7 +21,7 @@ request (:meth:`reactors.sync.Control.write_report`), flushes stdout and publish
 from __future__ import annotations
 
 import threading
-from heapq import heappop, heappush
+from heapq import heappop
 from time import time_ns
 
 from .action import Action
@@ -274,17 +274,7 @@ class WorkerScheduler(Scheduler):
         self.micro = 0
         self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
         self.phys_start = self.clock.now()
-        ranks = list(self.program.startup)
-        if self.modes:
-            ranks += self.modes.begin(self)
-        for t in self.program.timers:
-            if t.mode is None or t.mode.active:
-                t.start(start, 0)
-        for r in ranks:
-            heappush(self.rq, r)
-        self._fire_events(start, 0)
-        if self.stop_time == start and self.stop_micro == 0:
-            self._trigger_shutdown()
+        self._enter_start_tag(start)
 
     def _end_tag(self, final: bool) -> None:
         cells, base = self.cells, self.base
