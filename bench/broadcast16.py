@@ -23,7 +23,7 @@ import numpy as np
 
 from .common import Row, scratch
 from .programs import build_or_error, our_rows
-from .raysession import compiled, rate, ray_session
+from .raysession import compiled, rate, ray_or_skip
 from .rows import Table
 
 N, MIB = 16, 10
@@ -98,18 +98,11 @@ def run(quick: bool) -> list[Row]:
     t.peer("plain Python loop (1 process, by reference)", lambda: plain_ms(plan.rounds))
     t.peer(f"memcpy floor ({N + 1} copies of {MIB} MiB)", lambda: memcpy_ms(max(10, plan.rounds // 10)))
     names = ("Ray actors (ray.put, remote call per receiver, ray.get)", "Ray Compiled Graph (static actor DAG)")
-    try:
-        session = ray_session()
-        ray = session.__enter__()
-    except Exception as e:  # noqa: BLE001 - every failure becomes a row
-        for name in names:
-            t.skip(name, f"Ray unavailable: {type(e).__name__}: {e}")
-        return t.rows
-    try:
+    with ray_or_skip([t], names) as ray:
+        if ray is None:
+            return t.rows
         echoes = [ray.remote(EchoHost).remote() for _ in range(N)]
         note = f"{plan.ray_rounds} rounds"
         t.peer(names[0], lambda: ray_ms(ray, echoes, plan.ray_rounds, plan.warmup), note=note, target=3)
         t.peer(names[1], lambda: cg_ms(ray, echoes, plan.ray_rounds, plan.warmup), note=note)
-    finally:
-        session.__exit__(None, None, None)
     return t.rows

@@ -27,7 +27,7 @@ import numpy as np
 
 from .common import Row, cores, scratch
 from .programs import build_or_error, our_rows, result_of, workload_module
-from .raysession import compiled, rate, ray_session
+from .raysession import compiled, rate, ray_or_skip
 from .rows import Table
 
 ENV_IDS = ["CartPole-v1", "Pendulum-v1", "Blackjack-v1"]
@@ -169,20 +169,12 @@ def ray_rows(ray, hosts, env_id: str, sizes: Sizes, table: Table, target=None) -
 
 def ray_peers(tables: dict, sizes: Sizes, targets: dict) -> None:
     """Ray rows of every table, with one Ray session and one set of actors for all envs."""
-    try:
-        session = ray_session()
-        ray = session.__enter__()
-    except Exception as e:  # noqa: BLE001 - every failure becomes a row
-        for t in tables.values():
-            for name in RAY_NAMES:
-                t.skip(name, f"Ray unavailable: {type(e).__name__}: {e}")
-        return
-    try:
+    with ray_or_skip(tables.values(), RAY_NAMES) as ray:
+        if ray is None:
+            return
         hosts = [ray.remote(StepperHost).remote() for _ in range(N_ENVS)]
         for env_id, t in tables.items():
             ray_rows(ray, hosts, env_id, sizes, t, targets.get(env_id, {}).get("ray"))
-    finally:
-        session.__exit__(None, None, None)
 
 
 # ---------------------------------------------------------------- the workload

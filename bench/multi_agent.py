@@ -23,7 +23,7 @@ import numpy as np
 
 from .common import Row, scratch
 from .programs import build_or_error, our_rows, result_of, workload_module
-from .raysession import compiled, rate, ray_session
+from .raysession import compiled, rate, ray_or_skip
 from .rows import Table
 
 SEED = 1
@@ -122,15 +122,9 @@ def run(quick: bool) -> list[Row]:
 
 def _ray_rows(tables: dict, plan: Plan) -> None:
     names = ("Ray actors (remote call per agent per step)", "Ray Compiled Graph (static actor DAG)")
-    try:
-        session = ray_session()
-        ray = session.__enter__()
-    except Exception as e:  # noqa: BLE001 - every failure becomes a row
-        for t in tables.values():
-            for name in names:
-                t.skip(name, f"Ray unavailable: {type(e).__name__}: {e}")
-        return
-    try:
+    with ray_or_skip(tables.values(), names) as ray:
+        if ray is None:
+            return
         for n, t in tables.items():
             policies = [ray.remote(PolicyHost).remote(i) for i in range(n)]
             note = f"{plan.ray_steps} steps"
@@ -139,5 +133,3 @@ def _ray_rows(tables: dict, plan: Plan) -> None:
             t.peer(names[1], lambda: cg_rate(ray, policies, plan.ray_steps, plan.warmup), note=note)
             for p in policies:
                 ray.kill(p)
-    finally:
-        session.__exit__(None, None, None)

@@ -46,6 +46,28 @@ def ray_session():
             os.environ["PYTHONPATH"] = saved
 
 
+@contextmanager
+def ray_or_skip(tables, names):
+    """A :func:`ray_session` for the peer rows ``names`` of every table in ``tables``.
+
+    Yields the ``ray`` module, or None after marking each of those rows skipped with the reason
+    when Ray cannot start (not installed, init failure): a failed peer keeps its row.
+    """
+    try:
+        session = ray_session()
+        ray = session.__enter__()
+    except Exception as e:  # noqa: BLE001 - every failure becomes a row
+        for t in tables:
+            for name in names:
+                t.skip(name, f"Ray unavailable: {type(e).__name__}: {e}")
+        yield None
+        return
+    try:
+        yield ray
+    finally:
+        session.__exit__(None, None, None)
+
+
 def rate(rounds: int, warmup: int, one_round) -> float:
     """Seconds per round of ``one_round(i)``, after ``warmup`` untimed rounds."""
     for i in range(warmup):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .common import Row, scratch
 from .programs import build_or_error, our_rows, result_of, workload_module
-from .raysession import compiled, ray_session
+from .raysession import compiled, ray_or_skip
 from .rows import Table
 
 N, STEPS, SEED = 16, 100, 1
@@ -186,18 +186,10 @@ def run(quick: bool) -> list[Row]:
 
 def _ray_rows(tables: dict, plan: Plan) -> None:
     names = ("Ray actors (a remote call per role per round)", "Ray Compiled Graph (static actor DAG)")
-    try:
-        session = ray_session()
-        ray = session.__enter__()
-    except Exception as e:  # noqa: BLE001 - every failure becomes a row
-        for t in tables.values():
-            for name in names:
-                t.skip(name, f"Ray unavailable: {type(e).__name__}: {e}")
-        return
-    try:
+    with ray_or_skip(tables.values(), names) as ray:
+        if ray is None:
+            return
         actors = start_actors(ray)
         for batch, t in tables.items():
             t.peer(names[0], lambda b=batch: ray_time(ray, actors, b, plan.rounds), target=2)
             t.peer(names[1], lambda b=batch: cg_time(ray, actors, b, plan.rounds))
-    finally:
-        session.__exit__(None, None, None)
