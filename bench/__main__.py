@@ -19,7 +19,18 @@ from rich.table import Table
 
 from .common import ROOT, Row, cores
 
-BENCHMARKS = ["pingpong", "speedup", "roundtrip", "broadcast", "lfc_speed", "gym_sim", "atari_sim", "sync_qlearn", "multi_agent", "broadcast16"]
+BENCHMARKS = [
+    "pingpong",
+    "speedup",
+    "roundtrip",
+    "broadcast",
+    "lfc_speed",
+    "gym_sim",
+    "atari_sim",
+    "sync_qlearn",
+    "multi_agent",
+    "broadcast16",
+]
 
 
 def _versions() -> dict[str, str]:
@@ -47,11 +58,17 @@ def _fmt(x) -> str:
 
 
 def _markdown(rows: list[Row], header: str) -> str:
-    lines = [header, "", "| workload | peer | figure | unit | ratio (ours better > 1) | status | note |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        header,
+        "",
+        "| workload | peer | figure | unit | ratio (ours better > 1) | status | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r.workload} | {r.peer} | {_fmt(r.figure)} | {r.unit} | {_fmt(r.ratio)} | "
-                     f"{r.status} | {r.note} |")
+        lines.append(
+            f"| {r.workload} | {r.peer} | {_fmt(r.figure)} | {r.unit} | {_fmt(r.ratio)} | "
+            f"{r.status} | {r.note} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -65,9 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(_run_one(name, args.quick))
     versions = _versions()
     stamp = dt.datetime.now().strftime("%Y-%m-%d")
-    header = (f"Benchmarks of {stamp} on {cores()} cores ({platform.machine()}), "
-              + ", ".join(f"{k} {v}" for k, v in versions.items())
-              + (" (quick mode)" if args.quick else ""))
+    header = (
+        f"Benchmarks of {stamp} on {cores()} cores ({platform.machine()}), "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + (" (quick mode)" if args.quick else "")
+    )
     table = Table(title=header)
     for col in ("workload", "peer", "figure", "unit", "ratio", "status", "note"):
         table.add_column(col)
@@ -77,11 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     # A partial run (--only) or a quick one never overwrites the full table of the day.
-    stem = stamp + ("-quick" if args.quick else "") + ("-" + "-".join(args.only) if args.only else "")
+    stem = (
+        stamp + ("-quick" if args.quick else "") + ("-" + "-".join(args.only) if args.only else "")
+    )
     (out / f"{stem}.md").write_text(_markdown(rows, header))
-    (out / f"{stem}.json").write_text(json.dumps(
-        {"date": stamp, "cores": cores(), "versions": versions, "quick": args.quick,
-         "rows": [r.to_json() for r in rows]}, indent=1))
+    (out / f"{stem}.json").write_text(
+        json.dumps(
+            {
+                "date": stamp,
+                "cores": cores(),
+                "versions": versions,
+                "quick": args.quick,
+                "rows": [r.to_json() for r in rows],
+            },
+            indent=1,
+        )
+    )
     return 0 if all(r.status == "ok" for r in rows) else 1
 
 

@@ -38,10 +38,22 @@ def ale_vector_rate(env_id: str, n: int, rounds: int, warmup: int) -> float:
     from ale_py.vector_env import AtariVectorEnv
 
     name = "".join("_" + c.lower() if c.isupper() else c for c in game(env_id)).lstrip("_")
-    env = AtariVectorEnv(name, n, num_threads=cores(), img_height=210, img_width=160,
-                         grayscale=False, stack_num=1, frameskip=4, maxpool=False, noop_max=0,
-                         reward_clipping=False, use_fire_reset=False, episodic_life=False,
-                         repeat_action_probability=0.25)
+    env = AtariVectorEnv(
+        name,
+        n,
+        num_threads=cores(),
+        img_height=210,
+        img_width=160,
+        grayscale=False,
+        stack_num=1,
+        frameskip=4,
+        maxpool=False,
+        noop_max=0,
+        reward_clipping=False,
+        use_fire_reset=False,
+        episodic_life=False,
+        repeat_action_probability=0.25,
+    )
     try:
         env.reset(seed=SEED)
         return n / _random_steps(env, env.single_action_space.n, n, rounds, warmup)
@@ -53,11 +65,24 @@ def envpool_rate(env_id: str, n: int, rounds: int, warmup: int) -> float:
     """Steps/s of EnvPool's gymnasium-style pool (one thread per core, synchronous)."""
     import envpool
 
-    env = envpool.make(f"{game(env_id)}-v5", env_type="gymnasium", num_envs=n, batch_size=n,
-                       num_threads=cores(), seed=SEED, img_height=210, img_width=160,
-                       gray_scale=False, stack_num=1, frame_skip=4, noop_max=1,
-                       episodic_life=False, reward_clip=False, use_fire_reset=False,
-                       repeat_action_probability=0.25)
+    env = envpool.make(
+        f"{game(env_id)}-v5",
+        env_type="gymnasium",
+        num_envs=n,
+        batch_size=n,
+        num_threads=cores(),
+        seed=SEED,
+        img_height=210,
+        img_width=160,
+        gray_scale=False,
+        stack_num=1,
+        frame_skip=4,
+        noop_max=1,
+        episodic_life=False,
+        reward_clip=False,
+        use_fire_reset=False,
+        repeat_action_probability=0.25,
+    )
     try:
         env.reset()
         return n / _random_steps(env, env.action_space.n, n, rounds, warmup)
@@ -71,13 +96,25 @@ def _random_steps(env, n_actions: int, n: int, rounds: int, warmup: int) -> floa
 
 
 def extra_peers(table: Table, env_id: str, sizes: Sizes, targets: dict) -> None:
-    table.peer("ale-py AtariVectorEnv (C++ threads)",
-               lambda: ale_vector_rate(env_id, N_ENVS, sizes.sync, sizes.warmup),
-               note=f"{sizes.sync} rounds")
-    table.peer("EnvPool (C++ threads)", lambda: envpool_rate(env_id, N_ENVS, sizes.sync, sizes.warmup),
-               note=f"{sizes.sync} rounds", target=targets.get("envpool"))
+    table.peer(
+        "ale-py AtariVectorEnv (C++ threads)",
+        lambda: ale_vector_rate(env_id, N_ENVS, sizes.sync, sizes.warmup),
+        note=f"{sizes.sync} rounds",
+    )
+    table.peer(
+        "EnvPool (C++ threads)",
+        lambda: envpool_rate(env_id, N_ENVS, sizes.sync, sizes.warmup),
+        note=f"{sizes.sync} rounds",
+        target=targets.get("envpool"),
+    )
 
 
 def run(quick: bool) -> list[Row]:
-    return simulate("AtariSim", ENV_IDS[:1] if quick else ENV_IDS, QUICK if quick else FULL, TARGETS,
-                    extra_peers=extra_peers, label=lambda e: f"Atari {e.split('/')[1]}")
+    return simulate(
+        "AtariSim",
+        ENV_IDS[:1] if quick else ENV_IDS,
+        QUICK if quick else FULL,
+        TARGETS,
+        extra_peers=extra_peers,
+        label=lambda e: f"Atari {e.split('/')[1]}",
+    )

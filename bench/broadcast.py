@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .common import Row, scratch
-from .programs import build_program, run as run_program, workers
+from .programs import build_program, workers
+from .programs import run as run_program
 from .raysession import rate, ray_session
 
 MIB = 10
@@ -44,6 +45,7 @@ def ray_ms(ray, n: int, rounds: int) -> float:
         ref = ray.put(data)
         got = ray.get([a.echo.remote(ref) for a in actors])
         assert all(g.shape == data.shape for g in got)
+
     try:
         return rate(rounds, 3, one_round) * 1e3
     finally:
@@ -64,9 +66,25 @@ def run(quick: bool) -> list[Row]:
         status = {n: f"FAILED: {type(e).__name__}: {e}"[:200] for n in SIZES}
     for n in SIZES:
         w = f"Broadcast/gather {MIB} MiB to {n} reactors"
-        rows.append(Row(w, f"ours ({workers()} workers, processes)", ours[n], "ms/round",
-                        note=f"{rounds} rounds; target: Ray / ours >= 3"))
+        rows.append(
+            Row(
+                w,
+                f"ours ({workers()} workers, processes)",
+                ours[n],
+                "ms/round",
+                note=f"{rounds} rounds; target: Ray / ours >= 3",
+            )
+        )
         ratio = theirs[n] / ours[n] if theirs[n] else None
-        rows.append(Row(w, "Ray actors (put, N echo calls, get)", theirs[n], "ms/round",
-                        ratio=ratio, status=status[n], note=f"{ray_rounds} rounds"))
+        rows.append(
+            Row(
+                w,
+                "Ray actors (put, N echo calls, get)",
+                theirs[n],
+                "ms/round",
+                ratio=ratio,
+                status=status[n],
+                note=f"{ray_rounds} rounds",
+            )
+        )
     return rows

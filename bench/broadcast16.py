@@ -94,15 +94,24 @@ def run(quick: bool) -> list[Row]:
     t = Table(f"Broadcast/gather {MIB} MiB, {N} receivers", "ms/round", higher_better=False)
 
     launcher = build_or_error("Broadcast16", {"n": N, "mib": MIB, "rounds": plan.rounds}, scratch())
-    our_rows(t, launcher, "ms_per_round", f"{plan.rounds} rounds", 120 if plan.rounds <= 100 else 600)
+    our_rows(
+        t, launcher, "ms_per_round", f"{plan.rounds} rounds", 120 if plan.rounds <= 100 else 600
+    )
     t.peer("plain Python loop (1 process, by reference)", lambda: plain_ms(plan.rounds))
-    t.peer(f"memcpy floor ({N + 1} copies of {MIB} MiB)", lambda: memcpy_ms(max(10, plan.rounds // 10)))
-    names = ("Ray actors (ray.put, remote call per receiver, ray.get)", "Ray Compiled Graph (static actor DAG)")
+    t.peer(
+        f"memcpy floor ({N + 1} copies of {MIB} MiB)", lambda: memcpy_ms(max(10, plan.rounds // 10))
+    )
+    names = (
+        "Ray actors (ray.put, remote call per receiver, ray.get)",
+        "Ray Compiled Graph (static actor DAG)",
+    )
     with ray_or_skip([t], names) as ray:
         if ray is None:
             return t.rows
         echoes = [ray.remote(EchoHost).remote() for _ in range(N)]
         note = f"{plan.ray_rounds} rounds"
-        t.peer(names[0], lambda: ray_ms(ray, echoes, plan.ray_rounds, plan.warmup), note=note, target=3)
+        t.peer(
+            names[0], lambda: ray_ms(ray, echoes, plan.ray_rounds, plan.warmup), note=note, target=3
+        )
         t.peer(names[1], lambda: cg_ms(ray, echoes, plan.ray_rounds, plan.warmup), note=note)
     return t.rows

@@ -36,8 +36,12 @@ class Row:
 
 def build(lf_file: Path, out: Path) -> Path:
     """Compile with our lfc; return the launcher. Raises RuntimeError with lfc's messages."""
-    r = subprocess.run([sys.executable, "-m", "codegen.cli", "-q", "-o", str(out), str(lf_file)],
-                       cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "codegen.cli", "-q", "-o", str(out), str(lf_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
     return out / "bin" / lf_file.stem

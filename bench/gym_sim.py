@@ -33,8 +33,10 @@ from .rows import Table
 ENV_IDS = ["CartPole-v1", "Pendulum-v1", "Blackjack-v1"]
 N_ENVS = 15
 SEED = 1
-RAY_NAMES = ("Ray actors (remote call per env, ray.get per round)",
-             "Ray Compiled Graph (static actor DAG)")
+RAY_NAMES = (
+    "Ray actors (remote call per env, ray.get per round)",
+    "Ray Compiled Graph (static actor DAG)",
+)
 
 
 @dataclass
@@ -62,7 +64,7 @@ def plain_loop(env_id: str, n: int, rounds: int, seed: int = SEED) -> tuple[floa
     """The same steppers stepped in turn in one process: (steps/s, {"reward", "episodes"})."""
     Stepper = workload_module("stepper").Stepper
     steppers = [Stepper(env_id, seed, i) for i in range(n)]
-    for s in steppers:   # the warm-up round, as in our program
+    for s in steppers:  # the warm-up round, as in our program
         s.step()
     reward, episodes = 0.0, 0
     t0 = time.perf_counter()
@@ -92,8 +94,11 @@ def vector_rate(kind: str, env_id: str, n: int, rounds: int, warmup: int) -> flo
 
     make_env = workload_module("stepper").make_env
     fns = [lambda: make_env(env_id) for _ in range(n)]
-    env = (gym.vector.SyncVectorEnv(fns) if kind == "sync"
-           else gym.vector.AsyncVectorEnv(fns, shared_memory=True))
+    env = (
+        gym.vector.SyncVectorEnv(fns)
+        if kind == "sync"
+        else gym.vector.AsyncVectorEnv(fns, shared_memory=True)
+    )
     try:
         env.reset(seed=[SEED * 1000 + i for i in range(n)])
         rng = np.random.default_rng(SEED)
@@ -114,7 +119,9 @@ def local_rows(table: Table, env_id: str, sizes: Sizes, launcher, targets: dict)
         plain["rate"], check = plain_loop(env_id, N_ENVS, sizes.ours)
         mine = result_of(results)
         same = mine.get("reward") == check["reward"] and mine.get("episodes") == check["episodes"]
-        return plain["rate"], f"{sizes.ours} rounds; rewards {'equal to' if same else 'DIFFER from'} ours"
+        return plain[
+            "rate"
+        ], f"{sizes.ours} rounds; rewards {'equal to' if same else 'DIFFER from'} ours"
 
     table.peer("plain Python loop (1 process)", plain_row, target=targets.get("plain"))
     limit = f"machine limit ({cores()} cores x plain loop)"
@@ -122,11 +129,17 @@ def local_rows(table: Table, env_id: str, sizes: Sizes, launcher, targets: dict)
         table.peer(limit, lambda: cores() * plain["rate"], target=targets.get("limit"))
     else:
         table.skip(limit, "the plain loop failed")
-    table.peer("gymnasium SyncVectorEnv", lambda: vector_rate("sync", env_id, N_ENVS, sizes.sync, sizes.warmup),
-               note=f"{sizes.sync} rounds")
-    table.peer("gymnasium AsyncVectorEnv (shared memory)",
-               lambda: vector_rate("async", env_id, N_ENVS, sizes.async_, sizes.warmup),
-               note=f"{sizes.async_} rounds", target=targets.get("async"))
+    table.peer(
+        "gymnasium SyncVectorEnv",
+        lambda: vector_rate("sync", env_id, N_ENVS, sizes.sync, sizes.warmup),
+        note=f"{sizes.sync} rounds",
+    )
+    table.peer(
+        "gymnasium AsyncVectorEnv (shared memory)",
+        lambda: vector_rate("async", env_id, N_ENVS, sizes.async_, sizes.warmup),
+        note=f"{sizes.async_} rounds",
+        target=targets.get("async"),
+    )
 
 
 # ---------------------------------------------------------------- Ray
@@ -154,9 +167,14 @@ def ray_rows(ray, hosts, env_id: str, sizes: Sizes, table: Table, target=None) -
         for name in RAY_NAMES:
             table.skip(name, f"{type(e).__name__}: {e}")
         return
-    table.peer(RAY_NAMES[0], lambda: n / rate(sizes.ray, sizes.warmup,
-                                              lambda i: ray.get([h.step.remote(i) for h in hosts])),
-               note=f"{sizes.ray} rounds", target=target)
+    table.peer(
+        RAY_NAMES[0],
+        lambda: (
+            n / rate(sizes.ray, sizes.warmup, lambda i: ray.get([h.step.remote(i) for h in hosts]))
+        ),
+        note=f"{sizes.ray} rounds",
+        target=target,
+    )
     with InputNode() as inp:
         dag = MultiOutputNode([h.step.bind(inp) for h in hosts])
 
@@ -180,15 +198,24 @@ def ray_peers(tables: dict, sizes: Sizes, targets: dict) -> None:
 # ---------------------------------------------------------------- the workload
 
 
-def simulate(program: str, env_ids, sizes: Sizes, targets: dict, extra_peers=None,
-             label=lambda env_id: env_id) -> list[Row]:
+def simulate(
+    program: str,
+    env_ids,
+    sizes: Sizes,
+    targets: dict,
+    extra_peers=None,
+    label=lambda env_id: env_id,
+) -> list[Row]:
     """All rows of a simulation-throughput workload: local peers per env, then Ray per env
     (Ray's background processes would disturb the others)."""
     tmp = scratch()
     tables = {e: Table(f"{label(e)}: {N_ENVS} envs", "env steps/s") for e in env_ids}
     for env_id, t in tables.items():
-        launcher = build_or_error(program, {"env_id": env_id, "n": N_ENVS, "rounds": sizes.ours, "seed": SEED},
-                                  tmp / env_id.replace("/", "_"))
+        launcher = build_or_error(
+            program,
+            {"env_id": env_id, "n": N_ENVS, "rounds": sizes.ours, "seed": SEED},
+            tmp / env_id.replace("/", "_"),
+        )
         local_rows(t, env_id, sizes, launcher, targets.get(env_id, {}))
         if extra_peers:
             extra_peers(t, env_id, sizes, targets.get(env_id, {}))

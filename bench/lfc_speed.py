@@ -13,5 +13,12 @@ def run(quick: bool) -> list[Row]:
     out = scratch()
     cmd = [sys.executable, "-m", "codegen.cli", "-q", "-o", str(out), str(PROGRAM)]
     t = median_of(1 if quick else 3, lambda: timed_run(cmd))
-    return [Row("lfc on a bank of 1,000 reactors", "ours (lfc)", t, "s",
-                note="whole process, interpreter start included; target < 2 s")]
+    return [
+        Row(
+            "lfc on a bank of 1,000 reactors",
+            "ours (lfc)",
+            t,
+            "s",
+            note="whole process, interpreter start included; target < 2 s",
+        )
+    ]

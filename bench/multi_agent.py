@@ -32,9 +32,9 @@ SEED = 1
 @dataclass
 class Plan:
     agents: tuple
-    steps: int       # ours and the plain loop
+    steps: int  # ours and the plain loop
     ray_steps: int
-    timeout: float   # s one run of our program may take
+    timeout: float  # s one run of our program may take
     warmup: int = 20
 
 
@@ -90,6 +90,7 @@ def cg_rate(ray, policies, steps: int, warmup: int) -> float:
     with InputNode() as inp:
         dag = MultiOutputNode([p.act.bind(inp[i]) for i, p in enumerate(policies)])
     with compiled(dag) as graph:
+
         def one_step(_):
             obs = state["obs"]
             actions = ray.get(graph.execute(*obs))
@@ -106,7 +107,9 @@ def run(quick: bool) -> list[Row]:
         t = tables[n] = Table(f"Multi-agent junction, {n} agents", "env steps/s")
 
         results: dict = {}
-        launcher = build_or_error("Junction", {"n": n, "steps": plan.steps, "seed": SEED}, tmp / f"n{n}")
+        launcher = build_or_error(
+            "Junction", {"n": n, "steps": plan.steps, "seed": SEED}, tmp / f"n{n}"
+        )
         our_rows(t, launcher, "steps_per_s", f"{plan.steps} steps", plan.timeout, results)
         ours[n] = result_of(results)
 
@@ -128,8 +131,12 @@ def _ray_rows(tables: dict, plan: Plan) -> None:
         for n, t in tables.items():
             policies = [ray.remote(PolicyHost).remote(i) for i in range(n)]
             note = f"{plan.ray_steps} steps"
-            t.peer(names[0], lambda: ray_rate(ray, policies, plan.ray_steps, plan.warmup), note=note,
-                   target=10 if n == 10 else None)
+            t.peer(
+                names[0],
+                lambda: ray_rate(ray, policies, plan.ray_steps, plan.warmup),
+                note=note,
+                target=10 if n == 10 else None,
+            )
             t.peer(names[1], lambda: cg_rate(ray, policies, plan.ray_steps, plan.warmup), note=note)
             for p in policies:
                 ray.kill(p)

@@ -49,16 +49,33 @@ def plain_loop(n: int) -> float:
 def run(quick: bool) -> list[Row]:
     n = 200_000 if quick else 1_000_000
     tmp = scratch()
-    big = build(variant(PROGRAM, {DEFAULT: f"main reactor PingPong(count = {n})"}, tmp / "big"), tmp / "big_out")
-    one = build(variant(PROGRAM, {DEFAULT: "main reactor PingPong(count = 1)"}, tmp / "one"), tmp / "one_out")
+    big = build(
+        variant(PROGRAM, {DEFAULT: f"main reactor PingPong(count = {n})"}, tmp / "big"),
+        tmp / "big_out",
+    )
+    one = build(
+        variant(PROGRAM, {DEFAULT: "main reactor PingPong(count = 1)"}, tmp / "one"),
+        tmp / "one_out",
+    )
     reps = 1 if quick else 3
     t_big = median_of(reps, lambda: timed_run([str(big)]))
     t_one = median_of(reps, lambda: timed_run([str(one)]))
     ours = (t_big - t_one) / (3 * n) * 1e6
     plain = median_of(reps, lambda: plain_loop(n)) / (3 * n) * 1e6
     return [
-        Row(f"PingPong {n:,} messages, 1 worker", "ours (lfc + reactors)", ours, "µs/reaction",
-            note=f"{1 / ours:.2f} M reactions/s; target <= 1 µs"),
-        Row(f"PingPong {n:,} messages, 1 worker", "plain Python loop", plain, "µs/reaction",
-            ratio=plain / ours, note="same bodies as direct calls"),
+        Row(
+            f"PingPong {n:,} messages, 1 worker",
+            "ours (lfc + reactors)",
+            ours,
+            "µs/reaction",
+            note=f"{1 / ours:.2f} M reactions/s; target <= 1 µs",
+        ),
+        Row(
+            f"PingPong {n:,} messages, 1 worker",
+            "plain Python loop",
+            plain,
+            "µs/reaction",
+            ratio=plain / ours,
+            note="same bodies as direct calls",
+        ),
     ]

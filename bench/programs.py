@@ -35,8 +35,21 @@ def build_program(name: str, defines: dict, out: Path) -> Path:
     Returns the launcher. Raises RuntimeError with lfc's messages on a compile error.
     """
     args = [a for k, v in defines.items() for a in ("-D", f"{k}={_lf(v)}")]
-    r = subprocess.run([sys.executable, "-m", "codegen.cli", "-q", "-o", str(out), *args,
-                        str(LF_BENCH / f"{name}.lf")], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codegen.cli",
+            "-q",
+            "-o",
+            str(out),
+            *args,
+            str(LF_BENCH / f"{name}.lf"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
     return out / "bin" / name
@@ -60,8 +73,10 @@ class Outcome:
     def note(self) -> str:
         """Worker count asked for, processes used and whole-process time, for a Row's note."""
         procs = self.result.get("processes", "?")
-        return (f"-w {self.workers}: ran in {procs} process(es); whole run {self.wall:.1f} s with "
-                f"start-up; load {self.load:.1f}")
+        return (
+            f"-w {self.workers}: ran in {procs} process(es); whole run {self.wall:.1f} s with "
+            f"start-up; load {self.load:.1f}"
+        )
 
 
 def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float = 600) -> Outcome:
@@ -73,8 +88,14 @@ def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     t0 = time.perf_counter()
     # a session of its own, so that a run past its time is ended with all its workers
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -83,10 +104,12 @@ def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float
         raise RuntimeError(f"{launcher.name} did not finish in {timeout:.0f} s (killed)") from None
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"{launcher.name} exited {proc.returncode}: {_last_lines(stdout + stderr)}")
+        raise RuntimeError(
+            f"{launcher.name} exited {proc.returncode}: {_last_lines(stdout + stderr)}"
+        )
     for line in reversed(stdout.splitlines()):
         if line.startswith("RESULT "):
-            return Outcome(json.loads(line[len("RESULT "):]), wall, int(cmd[2]), load_average())
+            return Outcome(json.loads(line[len("RESULT ") :]), wall, int(cmd[2]), load_average())
     raise RuntimeError(f"{launcher.name} printed no RESULT line: {_last_lines(stdout + stderr)}")
 
 
@@ -110,8 +133,15 @@ def workload_module(name: str):
     return importlib.import_module(name)
 
 
-def our_rows(table, launcher, key: str, note: str = "", timeout: float = 600,
-             results: dict | None = None, one_worker: bool = True) -> None:
+def our_rows(
+    table,
+    launcher,
+    key: str,
+    note: str = "",
+    timeout: float = 600,
+    results: dict | None = None,
+    one_worker: bool = True,
+) -> None:
     """Our row (one worker per core) and, with several workers, our row on one worker (its
     ratio is then the speed-up from the extra workers). ``launcher`` is the built program or
     the exception that building it raised; ``key`` names the figure in its RESULT;
@@ -129,8 +159,9 @@ def our_rows(table, launcher, key: str, note: str = "", timeout: float = 600,
 
     table.ours(lambda: go(workers()))
     if one_worker and workers() > 1:
-        single = table.peer("ours on 1 worker (-w 1)", lambda: go(1),
-                            note=f"ratio = speed-up from -w {workers()}")
+        single = table.peer(
+            "ours on 1 worker (-w 1)", lambda: go(1), note=f"ratio = speed-up from -w {workers()}"
+        )
         if table.our_figure is None and single is not None:
             table.rebase(single, f"ratio to ours on 1 worker: -w {workers()} failed")
 

@@ -35,8 +35,13 @@ def ray_session():
     try:
         if ray.is_initialized():
             ray.shutdown()
-        ray.init(num_cpus=cores(), include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR", configure_logging=True)
+        ray.init(
+            num_cpus=cores(),
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+            configure_logging=True,
+        )
         yield ray
     finally:
         ray.shutdown()

@@ -24,7 +24,7 @@ from reactors.sync import Control, FdBell, wait
 from .common import Row, scratch, timed_run
 from .programs import build_program
 
-A, B = 20, 21   # two free cells of a Control block for 2 workers and no channel
+A, B = 20, 21  # two free cells of a Control block for 2 workers and no channel
 
 
 def _pong(name: str, n: int, fds) -> None:
@@ -41,6 +41,7 @@ def _pong(name: str, n: int, fds) -> None:
 def floor_us(n: int) -> float:
     """µs per round trip of a bare shared-memory ping-pong between two processes."""
     from multiprocessing import reduction
+
     name = f"lfbenchrt{mp.current_process().pid}"
     seg = Segment(name, True, Control.size(2, 0))
     ctl = Control(seg.buf, 2, 0)
@@ -78,9 +79,19 @@ def run(quick: bool) -> list[Row]:
     ours = ours_us(n, reps)
     floor = statistics.median(floor_us(n) for _ in range(reps))
     return [
-        Row(f"Round trip between 2 workers, {n:,} tags", "ours (PingPong, -w 2)", ours,
-            "µs/tag", note="a cross-worker round trip plus the tag agreement; target <= 20 µs"),
-        Row(f"Round trip between 2 workers, {n:,} tags", "bare shared-memory ping-pong floor",
-            floor, "µs/round trip", ratio=floor / ours,
-            note="2 processes, same spin-then-block wait, no runtime"),
+        Row(
+            f"Round trip between 2 workers, {n:,} tags",
+            "ours (PingPong, -w 2)",
+            ours,
+            "µs/tag",
+            note="a cross-worker round trip plus the tag agreement; target <= 20 µs",
+        ),
+        Row(
+            f"Round trip between 2 workers, {n:,} tags",
+            "bare shared-memory ping-pong floor",
+            floor,
+            "µs/round trip",
+            ratio=floor / ours,
+            note="2 processes, same spin-then-block wait, no runtime",
+        ),
     ]

@@ -33,19 +33,34 @@ class Table:
     higher_better: bool = True
     rows: list[Row] = field(default_factory=list)
     our_figure: float | None = None
-    basis: str = ""   # said in every later peer's note when ratios are not to our main row
+    basis: str = ""  # said in every later peer's note when ratios are not to our main row
 
     def ours(self, fn, note="") -> float | None:
         """Run ``fn() -> (figure, note)`` for our program; a failure is recorded, not raised."""
         t0 = time.perf_counter()
         try:
             self.our_figure, extra = fn()
-            self.rows.append(Row(self.workload, "ours (lfc + reactors)", self.our_figure, self.unit,
-                                 note=_join(note, extra)))
+            self.rows.append(
+                Row(
+                    self.workload,
+                    "ours (lfc + reactors)",
+                    self.our_figure,
+                    self.unit,
+                    note=_join(note, extra),
+                )
+            )
         except Exception as e:  # noqa: BLE001 - every failure becomes a row
             traceback.print_exc()
-            self.rows.append(Row(self.workload, "ours (lfc + reactors)", None, self.unit,
-                                 status=failure(e), note=note))
+            self.rows.append(
+                Row(
+                    self.workload,
+                    "ours (lfc + reactors)",
+                    None,
+                    self.unit,
+                    status=failure(e),
+                    note=note,
+                )
+            )
         _progress(self.rows[-1], t0)
         return self.our_figure
 
@@ -60,14 +75,30 @@ class Table:
             got = fn()
         except Exception as e:  # noqa: BLE001 - every failure becomes a row
             traceback.print_exc()
-            self.rows.append(Row(self.workload, name, None, self.unit, status=failure(e),
-                                 note=_join(note, _target_text(target, None))))
+            self.rows.append(
+                Row(
+                    self.workload,
+                    name,
+                    None,
+                    self.unit,
+                    status=failure(e),
+                    note=_join(note, _target_text(target, None)),
+                )
+            )
             _progress(self.rows[-1], t0)
             return None
         figure, extra = got if isinstance(got, tuple) else (got, "")
         ratio = self.ratio(figure)
-        self.rows.append(Row(self.workload, name, figure, self.unit, ratio=ratio,
-                             note=_join(note, extra, self.basis, _target_text(target, ratio))))
+        self.rows.append(
+            Row(
+                self.workload,
+                name,
+                figure,
+                self.unit,
+                ratio=ratio,
+                note=_join(note, extra, self.basis, _target_text(target, ratio)),
+            )
+        )
         _progress(self.rows[-1], t0)
         return figure
 
@@ -78,7 +109,9 @@ class Table:
 
     def skip(self, name: str, reason: str) -> None:
         """A peer that could not be run at all (e.g. a package is missing)."""
-        self.rows.append(Row(self.workload, name, None, self.unit, status=f"FAILED: {reason}"[:240]))
+        self.rows.append(
+            Row(self.workload, name, None, self.unit, status=f"FAILED: {reason}"[:240])
+        )
 
     def ratio(self, figure: float | None) -> float | None:
         ours = self.our_figure
@@ -90,8 +123,10 @@ class Table:
 def _progress(row: Row, t0: float) -> None:
     """One line on stderr per row as it is measured (the table comes at the end)."""
     figure = "-" if row.figure is None else f"{row.figure:.4g}"
-    sys.stderr.write(f"[bench] {row.workload} | {row.peer}: {figure} {row.unit} {row.status} "
-                     f"({time.perf_counter() - t0:.1f} s)\n")
+    sys.stderr.write(
+        f"[bench] {row.workload} | {row.peer}: {figure} {row.unit} {row.status} "
+        f"({time.perf_counter() - t0:.1f} s)\n"
+    )
 
 
 def _target_text(target: float | None, ratio: float | None) -> str:

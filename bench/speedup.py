@@ -13,18 +13,21 @@ import statistics
 import time
 
 from .common import Row, scratch
-from .programs import build_program, run as run_program
+from .programs import build_program
+from .programs import run as run_program
 
 N, TARGET_MS = 4, 20.0
 
 
 def calibrate(ms: float = TARGET_MS) -> int:
     """Loop iterations that take about ``ms`` milliseconds here (the Work reactor's loop)."""
+
     def loop(n):
         acc = 0
         for i in range(n):
             acc = (acc * 31 + i) % 1000003
         return acc
+
     n = 50_000
     best = min(_timed(loop, n) for _ in range(3))
     return max(1000, int(n * ms / 1e3 / best))
@@ -49,9 +52,21 @@ def run(quick: bool) -> list[Row]:
     work_note = f"{N} reactors x {work:,} iterations (~{TARGET_MS:.0f} ms each) per round"
     speedup = ms[1] / ms[2]
     return [
-        Row(f"{N} CPU-bound reactors, {rounds} rounds", "ours, 2 workers (processes)", ms[2],
-            "ms/round", status=status,
-            note=f"speed-up {speedup:.2f}x over 1 worker; target >= 1.8x; {work_note}"),
-        Row(f"{N} CPU-bound reactors, {rounds} rounds", "ours, 1 worker", ms[1], "ms/round",
-            ratio=speedup, status=status, note="ratio = speed-up of 2 workers"),
+        Row(
+            f"{N} CPU-bound reactors, {rounds} rounds",
+            "ours, 2 workers (processes)",
+            ms[2],
+            "ms/round",
+            status=status,
+            note=f"speed-up {speedup:.2f}x over 1 worker; target >= 1.8x; {work_note}",
+        ),
+        Row(
+            f"{N} CPU-bound reactors, {rounds} rounds",
+            "ours, 1 worker",
+            ms[1],
+            "ms/round",
+            ratio=speedup,
+            status=status,
+            note="ratio = speed-up of 2 workers",
+        ),
     ]

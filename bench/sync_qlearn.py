@@ -30,9 +30,9 @@ N, STEPS, SEED = 16, 100, 1
 @dataclass
 class Plan:
     rounds: int
-    batches: tuple         # minibatch sizes measured
-    plain_batches: tuple   # minibatch sizes that also get a plain-loop row
-    timeout: float         # s one run of our program may take
+    batches: tuple  # minibatch sizes measured
+    plain_batches: tuple  # minibatch sizes that also get a plain-loop row
+    timeout: float  # s one run of our program may take
 
 
 QUICK = Plan(rounds=20, batches=(500,), plain_batches=(500,), timeout=120)
@@ -166,15 +166,27 @@ def run(quick: bool) -> list[Row]:
     tmp = scratch()
     tables = {}
     for batch in plan.batches:
-        t = tables[batch] = Table(f"Sync Q-learning, minibatch {batch}: {plan.rounds} rounds",
-                                  "s total", higher_better=False)
+        t = tables[batch] = Table(
+            f"Sync Q-learning, minibatch {batch}: {plan.rounds} rounds",
+            "s total",
+            higher_better=False,
+        )
 
         results: dict = {}
-        launcher = build_or_error("QLearn", {"batch": batch, "rounds": plan.rounds}, tmp / f"b{batch}")
-        our_rows(t, launcher, "seconds", timeout=plan.timeout, results=results,
-                 one_worker=batch in plan.plain_batches)
+        launcher = build_or_error(
+            "QLearn", {"batch": batch, "rounds": plan.rounds}, tmp / f"b{batch}"
+        )
+        our_rows(
+            t,
+            launcher,
+            "seconds",
+            timeout=plan.timeout,
+            results=results,
+            one_worker=batch in plan.plain_batches,
+        )
         _OURS[batch] = result_of(results).get("checksum")
         if batch in plan.plain_batches:
+
             def plain(batch=batch):
                 seconds, check = plain_loop(batch, plan.rounds)
                 return seconds, _same_note(check, batch)
@@ -185,7 +197,10 @@ def run(quick: bool) -> list[Row]:
 
 
 def _ray_rows(tables: dict, plan: Plan) -> None:
-    names = ("Ray actors (a remote call per role per round)", "Ray Compiled Graph (static actor DAG)")
+    names = (
+        "Ray actors (a remote call per role per round)",
+        "Ray Compiled Graph (static actor DAG)",
+    )
     with ray_or_skip(tables.values(), names) as ray:
         if ray is None:
             return

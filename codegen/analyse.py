@@ -38,10 +38,14 @@ def precedence_graph(prog: Elaborated) -> dict[int, set[int]]:
             if ref["kind"] != "port":
                 continue
             for ch in insts[ref["reactor"]].channels(ref["name"]):
-                for (iid, port, _) in _reach(ch, downstream):
+                for iid, port, _ in _reach(ch, downstream):
                     for q in readers.get((iid, port), ()):
-                        if q is r or (q.owner is r.owner and q.mode != r.mode
-                                      and q.mode is not None and r.mode is not None):
+                        if q is r or (
+                            q.owner is r.owner
+                            and q.mode != r.mode
+                            and q.mode is not None
+                            and r.mode is not None
+                        ):
                             continue
                         succ[r.id].add(q.id)
     return succ
@@ -80,16 +84,22 @@ def analyse(prog: Elaborated, rep: Reporter) -> None:
             q = prog.reactions[s]
             d = min(d, INT64_MAX if q.inferred_deadline is None else q.inferred_deadline)
         r.inferred_deadline = None if d == INT64_MAX else d
-    ranked = sorted(prog.reactions, key=lambda r: (
-        INT64_MAX if r.inferred_deadline is None else r.inferred_deadline,
-        r.level, r.owner.id, r.index))
+    ranked = sorted(
+        prog.reactions,
+        key=lambda r: (
+            INT64_MAX if r.inferred_deadline is None else r.inferred_deadline,
+            r.level,
+            r.owner.id,
+            r.index,
+        ),
+    )
     for i, r in enumerate(ranked):
         r.rank = i
 
 
 def _topological(reactions: list[ReactionInst], succ) -> list[ReactionInst] | None:
     indeg = [0] * len(reactions)
-    for a, bs in succ.items():
+    for bs in succ.values():
         for b in bs:
             indeg[b] += 1
     ready = [r.id for r in reactions if indeg[r.id] == 0]
@@ -117,7 +127,9 @@ def _report_cycles(prog: Elaborated, succ, rep: Reporter) -> None:
             f"causality loop: these reactions depend on each other at the same tag:\n{steps}\n"
             f"    -> back to {first.describe()}\n"
             "  break the loop with 'after' on a connection, a logical action, or by reordering "
-            "the reactions", pos)
+            "the reactions",
+            pos,
+        )
 
 
 def _one_cycle(comp: list[int], succ) -> list[int]:
@@ -128,7 +140,7 @@ def _one_cycle(comp: list[int], succ) -> list[int]:
         nxt = sorted(s for s in succ.get(path[-1], ()) if s in members)
         back = [s for s in nxt if s in seen]
         if back:
-            return path[path.index(back[0]):]
+            return path[path.index(back[0]) :]
         path.append(nxt[0])
         seen.add(nxt[0])
 
@@ -174,4 +186,5 @@ def _strongly_connected(n: int, succ) -> list[list[int]]:
 
 def _short(path: str) -> str:
     import os
+
     return os.path.basename(path)

@@ -9,7 +9,6 @@ stage mutates them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class Code:
 class ListExpr:
     """A bracket list ``[e1, e2]`` (Python list)."""
 
-    items: tuple["Expr", ...]
+    items: tuple[Expr, ...]
     pos: Pos
 
 
@@ -83,12 +82,12 @@ class BraceList:
     """A brace list ``{a, b}`` or parenthesised list ``(a, b)``: parsed so that the checker can
     reject it for Python with a located error."""
 
-    items: tuple["Expr", ...]
+    items: tuple[Expr, ...]
     kind: str  # "brace" | "paren"
     pos: Pos
 
 
-Expr = Union[Literal, Time, ParamRef, Code, ListExpr, BraceList]
+Expr = Literal | Time | ParamRef | Code | ListExpr | BraceList
 
 
 # --------------------------------------------------------------------------- target, imports
@@ -99,7 +98,7 @@ class KeyValue:
     """One ``key: value`` pair of a target property list or of a nested dictionary."""
 
     key: str
-    value: "PropValue"
+    value: PropValue
     pos: Pos
 
 
@@ -111,7 +110,7 @@ class PropDict:
 
 @dataclass(frozen=True)
 class PropList:
-    items: tuple["PropValue", ...]
+    items: tuple[PropValue, ...]
     pos: Pos
 
 
@@ -123,7 +122,7 @@ class PropIdent:
     pos: Pos
 
 
-PropValue = Union[Literal, Time, PropIdent, PropDict, PropList]
+PropValue = Literal | Time | PropIdent | PropDict | PropList
 
 
 @dataclass(frozen=True)
@@ -205,7 +204,7 @@ class StateVar:
 class Width:
     """A width specification ``[N]``, ``[p]``, ``[a + 2]``; ``terms`` is empty for ``[]``."""
 
-    terms: tuple[Union[Literal, ParamRef, Code, "WidthOf"], ...]
+    terms: tuple[Literal | ParamRef | Code | WidthOf, ...]
     pos: Pos
 
 
@@ -298,7 +297,7 @@ class Reaction:
     name: str | None
     triggers: tuple[VarRef, ...]
     sources: tuple[VarRef, ...]
-    effects: tuple[Union[VarRef, ModeTransition], ...]
+    effects: tuple[VarRef | ModeTransition, ...]
     code: Code | None  # None: a bodiless reaction declaration (an error in Python)
     deadline: Deadline | None
     tardy: Tardy | None
@@ -365,7 +364,7 @@ class Connection:
 class Watchdog:
     name: str
     timeout: Expr
-    effects: tuple[Union[VarRef, ModeTransition], ...]
+    effects: tuple[VarRef | ModeTransition, ...]
     code: Code
     pos: Pos
 
@@ -374,14 +373,23 @@ class Watchdog:
 class Mode:
     name: str
     initial: bool
-    members: tuple["Member", ...]
+    members: tuple[Member, ...]
     pos: Pos
 
 
-Member = Union[
-    Preamble, StateVar, Method, PortDecl, TimerDecl, ActionDecl, Watchdog, Instantiation,
-    Connection, Reaction, Mode,
-]
+Member = (
+    Preamble
+    | StateVar
+    | Method
+    | PortDecl
+    | TimerDecl
+    | ActionDecl
+    | Watchdog
+    | Instantiation
+    | Connection
+    | Reaction
+    | Mode
+)
 
 
 @dataclass(frozen=True)

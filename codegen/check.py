@@ -17,18 +17,77 @@ from .loader import Program
 from .units import UNITS
 
 RESERVED = set(keyword.kwlist) | {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-    "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic",
-    "_Bool", "_Complex", "_Generic", "_Imaginary", "_Noreturn", "_Static_assert",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Bool",
+    "_Complex",
+    "_Generic",
+    "_Imaginary",
+    "_Noreturn",
+    "_Static_assert",
     "_Thread_local",
 }
 ATTRIBUTES = {
-    "label", "icon", "side", "layout", "maxwait", "absent_after", "transient", "sparse",
-    "enclave", "property", "language", "timeout", "fast", "keepalive", "logging", "build_type",
-    "clock_sync", "platform", "worker", "_c_body", "_tpoLevel", "_fed_config",
-    "_network_sender", "_network_receiver", "_enclave_connection",
+    "label",
+    "icon",
+    "side",
+    "layout",
+    "maxwait",
+    "absent_after",
+    "transient",
+    "sparse",
+    "enclave",
+    "property",
+    "language",
+    "timeout",
+    "fast",
+    "keepalive",
+    "logging",
+    "build_type",
+    "clock_sync",
+    "platform",
+    "worker",
+    "_c_body",
+    "_tpoLevel",
+    "_fed_config",
+    "_network_sender",
+    "_network_receiver",
+    "_enclave_connection",
 }
 POLICIES = ("defer", "drop", "replace", "update")
 
@@ -52,9 +111,13 @@ def find_main(program: Program, rep: Reporter) -> ast.Reactor | None:
     main = mains[0]
     stem = os.path.splitext(os.path.basename(program.main_file))[0]
     if main.name is not None and main.name != stem:
-        rep.error(f"the main reactor's name must match the file name '{stem}'", main.name_pos or main.pos)
+        rep.error(
+            f"the main reactor's name must match the file name '{stem}'", main.name_pos or main.pos
+        )
     if main.federated:
-        rep.warning("federated execution is not supported: the federation runs as one program", main.pos)
+        rep.warning(
+            "federated execution is not supported: the federation runs as one program", main.pos
+        )
     return main
 
 
@@ -68,12 +131,16 @@ class _FileChecker:
         if stem[:1].isdigit():
             rep.error("a .lf file name must not start with a digit", ast.Pos(m.file, 1, 1))
         if m.target is None:
-            rep.error("missing target declaration: add 'target Python' at the top", ast.Pos(m.file, 1, 1))
+            rep.error(
+                "missing target declaration: add 'target Python' at the top", ast.Pos(m.file, 1, 1)
+            )
         names: dict[str, ast.Pos] = {}
         for r in m.reactors:
             if r.name and not r.main:
                 if r.name in names:
-                    rep.error(f"reactor '{r.name}' is declared twice in this file", r.name_pos or r.pos)
+                    rep.error(
+                        f"reactor '{r.name}' is declared twice in this file", r.name_pos or r.pos
+                    )
                 names[r.name] = r.pos
             self.reactor(r)
         self.unused_imports()
@@ -92,7 +159,9 @@ class _FileChecker:
         if name.startswith("__"):
             self.rep.error(f"{what} names must not start with '__': '{name}'", pos)
         elif name in RESERVED:
-            self.rep.error(f"'{name}' is a reserved word of the Python target and cannot name a {what}", pos)
+            self.rep.error(
+                f"'{name}' is a reserved word of the Python target and cannot name a {what}", pos
+            )
 
     def attributes(self, attrs) -> None:
         for a in attrs:
@@ -213,11 +282,16 @@ class _FileChecker:
         if x.is_mutation:
             rep.warning("'mutation' has no semantics of its own; treated as a reaction", x.pos)
         if x.code is None:
-            rep.error("reaction declarations without a body are not supported by the Python target", x.pos)
+            rep.error(
+                "reaction declarations without a body are not supported by the Python target", x.pos
+            )
         if not x.triggers:
             rep.warning("reaction has no trigger: it will never run", x.pos)
         if x.tardy is not None:
-            rep.warning(f"'{x.tardy.keyword}' handlers apply to federated programs only; ignored", x.tardy.pos)
+            rep.warning(
+                f"'{x.tardy.keyword}' handlers apply to federated programs only; ignored",
+                x.tardy.pos,
+            )
         triggers = {str(t) for t in x.triggers}
         for s in x.sources:
             if str(s) in triggers:
@@ -232,7 +306,9 @@ class _FileChecker:
             if e.unit not in UNITS and e.unit not in ("forever", "never"):
                 self.rep.error(f"invalid time unit '{e.unit}'", e.pos)
         elif isinstance(e, ast.BraceList):
-            self.rep.error(f"{e.kind} lists are not supported by the Python target: use [a, b]", e.pos)
+            self.rep.error(
+                f"{e.kind} lists are not supported by the Python target: use [a, b]", e.pos
+            )
         elif isinstance(e, ast.ParamRef) and not refs:
             self.rep.error(f"a parameter default cannot refer to '{e.name}'", e.pos)
         elif isinstance(e, ast.ListExpr):
@@ -241,12 +317,22 @@ class _FileChecker:
 
     def duplicates(self, r: ast.Reactor) -> None:
         seen: dict[str, str] = {p.name: "parameter" for p in r.parameters}
-        kinds = (ast.StateVar, ast.PortDecl, ast.TimerDecl, ast.ActionDecl, ast.Instantiation,
-                 ast.Method, ast.Mode, ast.Watchdog)
+        kinds = (
+            ast.StateVar,
+            ast.PortDecl,
+            ast.TimerDecl,
+            ast.ActionDecl,
+            ast.Instantiation,
+            ast.Method,
+            ast.Mode,
+            ast.Watchdog,
+        )
         for m in _walk(r.members, kinds):
             what = type(m).__name__
             if m.name in seen:
-                self.rep.error(f"'{m.name}' is already declared in reactor '{r.name or 'main'}'", m.pos)
+                self.rep.error(
+                    f"'{m.name}' is already declared in reactor '{r.name or 'main'}'", m.pos
+                )
             seen[m.name] = what
 
     def modes(self, r: ast.Reactor) -> None:
@@ -255,20 +341,31 @@ class _FileChecker:
             self.rep.error("a modal reactor needs exactly one initial mode", modes[0].pos)
         reset_targets = {
             e.mode if isinstance(e, ast.ModeTransition) else e.name
-            for x in _walk(r.members, ast.Reaction) for e in x.effects
+            for x in _walk(r.members, ast.Reaction)
+            for e in x.effects
             if (isinstance(e, ast.ModeTransition) and e.kind != "history")
-            or (isinstance(e, ast.VarRef) and e.container is None and e.name in {m.name for m in modes})
+            or (
+                isinstance(e, ast.VarRef)
+                and e.container is None
+                and e.name in {m.name for m in modes}
+            )
         }
         for m in modes:
             if m.name not in reset_targets:
                 continue
-            has_reset = any(any(t.name == "reset" and t.container is None for t in x.triggers)
-                            for x in m.members if isinstance(x, ast.Reaction))
+            has_reset = any(
+                any(t.name == "reset" and t.container is None for t in x.triggers)
+                for x in m.members
+                if isinstance(x, ast.Reaction)
+            )
             for s in m.members:
                 if isinstance(s, ast.StateVar) and not s.reset and not has_reset:
-                    self.rep.error(f"state '{s.name}' of mode '{m.name}', which is entered by a reset "
-                                   "transition, must be 'reset state' or the mode needs a "
-                                   "reaction(reset)", s.pos)
+                    self.rep.error(
+                        f"state '{s.name}' of mode '{m.name}', which is entered by a reset "
+                        "transition, must be 'reset state' or the mode needs a "
+                        "reaction(reset)",
+                        s.pos,
+                    )
 
 
 def _walk(members, kinds):
@@ -301,8 +398,11 @@ class _ClassChecker:
         for st in self.cls.states:
             for ref in _param_refs(st.node.init):
                 if self.cls.param(ref.name) is None:
-                    self.rep.error(f"'{ref.name}' is not a parameter of reactor '{self.cls.name}' "
-                                   "(use {= ... =} for Python code)", ref.pos)
+                    self.rep.error(
+                        f"'{ref.name}' is not a parameter of reactor '{self.cls.name}' "
+                        "(use {= ... =} for Python code)",
+                        ref.pos,
+                    )
         for ch in self.cls.children:
             self.instantiation(ch)
         written: dict[str, list] = {}
@@ -331,23 +431,32 @@ class _ClassChecker:
             if p is None:
                 continue
             if (ref.container is None) != (p.kind == "input"):
-                self.rep.error(f"'{ref}' cannot be the source of a connection: use an input of this "
-                               "reactor or an output of a contained reactor", ref.pos)
+                self.rep.error(
+                    f"'{ref}' cannot be the source of a connection: use an input of this "
+                    "reactor or an output of a contained reactor",
+                    ref.pos,
+                )
         for ref in c.rhs:
             p = self.port_of(ref)
             if p is None:
                 continue
             if (ref.container is None) != (p.kind == "output"):
-                self.rep.error(f"'{ref}' cannot be the destination of a connection: use an output of "
-                               "this reactor or an input of a contained reactor", ref.pos)
+                self.rep.error(
+                    f"'{ref}' cannot be the destination of a connection: use an output of "
+                    "this reactor or an input of a contained reactor",
+                    ref.pos,
+                )
             self.write(str(ref), mode, ref.pos, written, "connection")
 
     def write(self, key: str, mode, pos, written, how: str) -> None:
         for other_mode, other_how in written.get(key, []):
             if other_mode is None or mode is None or other_mode == mode:
                 if how == "connection" or other_how == "connection":
-                    self.rep.error(f"'{key}' is written by more than one connection or by both a "
-                                   "connection and a reaction", pos)
+                    self.rep.error(
+                        f"'{key}' is written by more than one connection or by both a "
+                        "connection and a reaction",
+                        pos,
+                    )
                     break
         written.setdefault(key, []).append((mode, how))
 
@@ -359,10 +468,15 @@ class _ClassChecker:
             if p is None:
                 continue
             if ref.container is None and p.kind == "output":
-                self.rep.error(f"a reaction cannot be triggered by or read its own output '{ref}'", ref.pos)
+                self.rep.error(
+                    f"a reaction cannot be triggered by or read its own output '{ref}'", ref.pos
+                )
             if ref.container is not None and p.kind == "input":
-                self.rep.error(f"a reaction cannot be triggered by or read the input '{ref}' of a "
-                               "contained reactor", ref.pos)
+                self.rep.error(
+                    f"a reaction cannot be triggered by or read the input '{ref}' of a "
+                    "contained reactor",
+                    ref.pos,
+                )
         for ref in x.effects:
             if isinstance(ref, ast.ModeTransition):
                 continue
@@ -374,6 +488,8 @@ class _ClassChecker:
             if ref.container is None and p.kind == "input":
                 self.rep.error(f"a reaction cannot write its own input '{ref}'", ref.pos)
             elif ref.container is not None and p.kind == "output":
-                self.rep.error(f"a reaction cannot write the output '{ref}' of a contained reactor", ref.pos)
+                self.rep.error(
+                    f"a reaction cannot write the output '{ref}' of a contained reactor", ref.pos
+                )
             else:
                 self.write(str(ref), mode, ref.pos, written, "reaction")

@@ -29,7 +29,7 @@ class Child:
 
     node: ast.Instantiation
     mode: str | None
-    cls: "ReactorClass"
+    cls: ReactorClass
 
 
 @dataclass(eq=False)
@@ -52,7 +52,7 @@ class ReactorClass:
     connections: list[InMode] = field(default_factory=list)
     modes: list[ast.Mode] = field(default_factory=list)
     watchdogs: list[InMode] = field(default_factory=list)
-    supers: list["ReactorClass"] = field(default_factory=list)
+    supers: list[ReactorClass] = field(default_factory=list)
 
     def param(self, name: str) -> ast.Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
@@ -183,9 +183,12 @@ class ClassTable:
                 pending.append((m, mode, file))
             else:
                 pool = {
-                    ast.StateVar: cls.states, ast.TimerDecl: cls.timers,
-                    ast.ActionDecl: cls.actions, ast.Reaction: cls.reactions,
-                    ast.Connection: cls.connections, ast.Watchdog: cls.watchdogs,
+                    ast.StateVar: cls.states,
+                    ast.TimerDecl: cls.timers,
+                    ast.ActionDecl: cls.actions,
+                    ast.Reaction: cls.reactions,
+                    ast.Connection: cls.connections,
+                    ast.Watchdog: cls.watchdogs,
                 }[type(m)]
                 pool.append(InMode(m, mode))
 
@@ -225,4 +228,5 @@ def _linearize(cls: ReactorClass) -> list[ReactorClass]:
 
 def _stem(file: str) -> str:
     import os
+
     return os.path.splitext(os.path.basename(file))[0]

@@ -17,21 +17,41 @@ VERSION = "0.1.0"
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="lfc", description="Compile Lingua Franca programs (target Python) into runnable "
-        "Python programs: OUT/src-gen/<Name>/ and OUT/bin/<Name>.")
+        prog="lfc",
+        description="Compile Lingua Franca programs (target Python) into runnable "
+        "Python programs: OUT/src-gen/<Name>/ and OUT/bin/<Name>.",
+    )
     p.add_argument("files", nargs="+", metavar="FILE.lf")
-    p.add_argument("-o", "--output-path", metavar="OUT",
-                   help="root of src-gen/ and bin/ (default: the parent of the nearest src or "
-                        "lf_src folder above the file, else the file's folder)")
+    p.add_argument(
+        "-o",
+        "--output-path",
+        metavar="OUT",
+        help="root of src-gen/ and bin/ (default: the parent of the nearest src or "
+        "lf_src folder above the file, else the file's folder)",
+    )
     p.add_argument("-c", "--clean", action="store_true", help="remove earlier generated code first")
-    p.add_argument("-n", "--no-compile", action="store_true",
-                   help="generate code only; skip the Python syntax check")
-    p.add_argument("-w", "--workers", type=int, help="number of workers (overrides the target property)")
+    p.add_argument(
+        "-n",
+        "--no-compile",
+        action="store_true",
+        help="generate code only; skip the Python syntax check",
+    )
+    p.add_argument(
+        "-w", "--workers", type=int, help="number of workers (overrides the target property)"
+    )
     p.add_argument("--timeout", metavar="'N UNIT'", help="logical timeout, e.g. '10 sec'")
-    p.add_argument("--fast", action="store_true", default=None, help="do not wait for physical time")
-    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
-                   help="override the default of a main-reactor parameter with an LF expression, "
-                        "e.g. -D seed=3 -D period='10 msec' (widths and times follow it)")
+    p.add_argument(
+        "--fast", action="store_true", default=None, help="do not wait for physical time"
+    )
+    p.add_argument(
+        "-D",
+        "--define",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override the default of a main-reactor parameter with an LF expression, "
+        "e.g. -D seed=3 -D period='10 msec' (widths and times follow it)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     p.add_argument("-V", "--version", action="version", version=f"lfc {VERSION}")
     return p

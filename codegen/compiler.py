@@ -62,8 +62,10 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     table = ClassTable(program, rep)
     main_cls = table.get(program.main_file, main_decl)
     _override_params(main_cls, (overrides or Overrides()).params or {}, rep)
-    delays = {"delay": table.lookup(BUILTIN, "_lf_Delay", None),
-              "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None)}
+    delays = {
+        "delay": table.lookup(BUILTIN, "_lf_Delay", None),
+        "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None),
+    }
     table.build_all()
     check_classes(table, rep)
     rep.check()
@@ -75,8 +77,13 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     return Front(program, table, main_cls, prog, target)
 
 
-def compile_file(path: str, rep: Reporter, out_root: str | None = None,
-                 overrides: Overrides | None = None, no_compile: bool = False) -> Output | None:
+def compile_file(
+    path: str,
+    rep: Reporter,
+    out_root: str | None = None,
+    overrides: Overrides | None = None,
+    no_compile: bool = False,
+) -> Output | None:
     """Compile one ``.lf`` file; return where the program was written (None for a library).
 
     Raises:
@@ -92,8 +99,16 @@ def compile_file(path: str, rep: Reporter, out_root: str | None = None,
     out = Output(out_root or project_root(main_file), f.main.name)
     files = _target_files(main_file, f.target, rep)
     rep.check()
-    emit_program(out, main_file, classes, _file_preambles(f.program), f.prog, f.target,
-                 project_root(main_file), files)
+    emit_program(
+        out,
+        main_file,
+        classes,
+        _file_preambles(f.program),
+        f.prog,
+        f.target,
+        project_root(main_file),
+        files,
+    )
     if not no_compile:
         _syntax_check(out, rep)
     return out
@@ -105,7 +120,9 @@ def _override_params(main_cls: ReactorClass, params: dict[str, str], rep: Report
     for name, text in params.items():
         old = main_cls.param(name)
         if old is None:
-            rep.error(f"-D {name}: the main reactor '{main_cls.name}' has no parameter '{name}'", None)
+            rep.error(
+                f"-D {name}: the main reactor '{main_cls.name}' has no parameter '{name}'", None
+            )
             continue
         where = f"<-D {name}>"
         model = parse(f"target Python\nmain reactor X({name} = {text}) {{}}\n", where, rep)
@@ -113,8 +130,9 @@ def _override_params(main_cls: ReactorClass, params: dict[str, str], rep: Report
         main_cls.parameters[main_cls.parameters.index(old)] = replace(old, default=expr)
 
 
-def _finish_target(target: TargetConfig, prog, ov: Overrides, main_decl: ast.Reactor,
-                   rep: Reporter) -> None:
+def _finish_target(
+    target: TargetConfig, prog, ov: Overrides, main_decl: ast.Reactor, rep: Reporter
+) -> None:
     physical = any(a.origin == "physical" for i in prog.instances for a in i.actions)
     if ov.workers is not None:
         target.workers = ov.workers
@@ -126,9 +144,11 @@ def _finish_target(target: TargetConfig, prog, ov: Overrides, main_decl: ast.Rea
         rep.error("'fast: true' cannot be used in a program with physical actions", main_decl.pos)
     if physical and not target.keepalive_set:
         target.keepalive = True
-        rep.warning("the program has a physical action: 'keepalive' is set to true (set "
-                    "'keepalive: false' in the target to stop when the event queue is empty)",
-                    main_decl.pos)
+        rep.warning(
+            "the program has a physical action: 'keepalive' is set to true (set "
+            "'keepalive: false' in the target to stop when the event queue is empty)",
+            main_decl.pos,
+        )
 
 
 def _file_preambles(program: Program) -> list[ast.Preamble]:
@@ -159,14 +179,17 @@ def _target_files(main_file: str, target: TargetConfig, rep: Reporter) -> list[s
         if os.path.exists(p):
             out.append(p)
         else:
-            rep.error(f"file '{f}' named in the 'files' target property does not exist",
-                      ast.Pos(main_file, 1, 1))
+            rep.error(
+                f"file '{f}' named in the 'files' target property does not exist",
+                ast.Pos(main_file, 1, 1),
+            )
     return out
 
 
 def _syntax_check(out: Output, rep: Reporter) -> None:
     """Compile the generated module; report a SyntaxError at its ``.lf`` line."""
     import json
+
     with open(out.module, encoding="utf-8") as f:
         text = f.read()
     try:
@@ -175,8 +198,10 @@ def _syntax_check(out: Output, rep: Reporter) -> None:
         with open(out.graph, encoding="utf-8") as f:
             line_map = json.load(f)["line_map"]
         pos = lf_position(line_map, e.lineno or 0, e.offset or 1)
-        rep.error(f"Python syntax error in target code: {e.msg}",
-                  pos or ast.Pos(out.module, e.lineno or 1, e.offset or 1))
+        rep.error(
+            f"Python syntax error in target code: {e.msg}",
+            pos or ast.Pos(out.module, e.lineno or 1, e.offset or 1),
+        )
         rep.check()
 
 

@@ -11,8 +11,16 @@ from __future__ import annotations
 from . import ast
 from .classes import Child, ClassTable, ReactorClass
 from .diagnostics import Reporter
-from .instance import (ActionInst, Channel, ConnectionView, Elaborated, Instance, PortInst,
-                       ReactionInst, TimerInst)
+from .instance import (
+    ActionInst,
+    Channel,
+    ConnectionView,
+    Elaborated,
+    Instance,
+    PortInst,
+    ReactionInst,
+    TimerInst,
+)
 from .reactions import build_reaction, forward_reaction
 from .values import evaluate, time_of, width_of
 
@@ -39,17 +47,27 @@ class Elaborator:
 
     def _instantiate(self, cls, parent, child: Child | None, index, width, mode, fn, stack):
         if cls in stack:
-            loop = stack[stack.index(cls):] + [cls]
+            loop = stack[stack.index(cls) :] + [cls]
             names = " -> ".join(c.name for c in loop)
-            self.rep.error(f"cyclic instantiation: {names}", child.node.pos if child else cls.decl.pos)
+            self.rep.error(
+                f"cyclic instantiation: {names}", child.node.pos if child else cls.decl.pos
+            )
             return None
         short = child.node.name if child else cls.name
         name = short if parent is None else f"{parent.name}.{short}"
         if width > 1 or (child and child.node.width is not None):
             name += f"[{index}]"
         inst = Instance(
-            id=len(self.instances), name=name, short=short, cls=cls, parent=parent,
-            bank_index=index, bank_width=width, mode=mode, params={}, params_fn=fn,
+            id=len(self.instances),
+            name=name,
+            short=short,
+            cls=cls,
+            parent=parent,
+            bank_index=index,
+            bank_width=width,
+            mode=mode,
+            params={},
+            params_fn=fn,
             site=child.node if child else None,
         )
         self.instances.append(inst)
@@ -99,16 +117,26 @@ class Elaborator:
             inst.ports[p.name] = PortInst(p.name, p.kind, width_of(p.width, scope, rep), p.mutable)
         for t in cls.timers:
             n = t.node
-            inst.timers.append(TimerInst(
-                n.name, time_of(n.offset, scope, rep, "a timer offset") or 0,
-                time_of(n.period, scope, rep, "a timer period") or 0, t.mode))
+            inst.timers.append(
+                TimerInst(
+                    n.name,
+                    time_of(n.offset, scope, rep, "a timer offset") or 0,
+                    time_of(n.period, scope, rep, "a timer period") or 0,
+                    t.mode,
+                )
+            )
         for a in cls.actions:
             n = a.node
-            inst.actions.append(ActionInst(
-                n.name, n.origin or "logical",
-                time_of(n.min_delay, scope, rep, "an action's minimum delay") or 0,
-                time_of(n.min_spacing, scope, rep, "an action's minimum spacing"),
-                n.policy or "defer", a.mode))
+            inst.actions.append(
+                ActionInst(
+                    n.name,
+                    n.origin or "logical",
+                    time_of(n.min_delay, scope, rep, "an action's minimum delay") or 0,
+                    time_of(n.min_spacing, scope, rep, "an action's minimum spacing"),
+                    n.policy or "defer",
+                    a.mode,
+                )
+            )
 
     def _add_reaction(self, r: ReactionInst) -> None:
         r.id = len(self.reactions)
@@ -126,12 +154,18 @@ class Elaborator:
             return
         if conn.iterated:
             if len(rhs) % len(lhs):
-                self.rep.warning(f"broadcast: {len(rhs)} destination channels are not a multiple "
-                                 f"of {len(lhs)} source channels", conn.pos)
+                self.rep.warning(
+                    f"broadcast: {len(rhs)} destination channels are not a multiple "
+                    f"of {len(lhs)} source channels",
+                    conn.pos,
+                )
             lhs = [lhs[i % len(lhs)] for i in range(len(rhs))]
         elif len(lhs) != len(rhs):
-            self.rep.warning(f"connection widths differ: {len(lhs)} source channels, "
-                             f"{len(rhs)} destination channels", conn.pos)
+            self.rep.warning(
+                f"connection widths differ: {len(lhs)} source channels, "
+                f"{len(rhs)} destination channels",
+                conn.pos,
+            )
         pairs = list(zip(lhs, rhs))
         if conn.delay is not None or conn.physical:
             pairs = self._lower_delay(inst, conn, mode, delay or 0, pairs)
@@ -152,10 +186,19 @@ class Elaborator:
             d = made.get(src)
             if d is None:
                 d = Instance(
-                    id=len(self.instances), name=f"{inst.name}._lf_delay_{len(self.instances)}",
-                    short=f"_lf_delay_{len(self.instances)}", cls=cls, parent=inst, bank_index=0,
-                    bank_width=1, mode=mode, params={"delay": delay}, params_fn=fn, site=None,
-                    synthetic=kind)
+                    id=len(self.instances),
+                    name=f"{inst.name}._lf_delay_{len(self.instances)}",
+                    short=f"_lf_delay_{len(self.instances)}",
+                    cls=cls,
+                    parent=inst,
+                    bank_index=0,
+                    bank_width=1,
+                    mode=mode,
+                    params={"delay": delay},
+                    params_fn=fn,
+                    site=None,
+                    synthetic=kind,
+                )
                 self.instances.append(d)
                 self._declare_delay(d, delay, conn.physical, mode)
                 made[src] = d
@@ -164,8 +207,13 @@ class Elaborator:
         return out
 
     def _declare_delay(self, d: Instance, delay: int, physical: bool, mode) -> None:
-        d.ports = {"inp": PortInst("inp", "input", -2, False), "out": PortInst("out", "output", -2, False)}
-        d.actions = [ActionInst("act", "physical" if physical else "logical", delay, None, "defer", None)]
+        d.ports = {
+            "inp": PortInst("inp", "input", -2, False),
+            "out": PortInst("out", "output", -2, False),
+        }
+        d.actions = [
+            ActionInst("act", "physical" if physical else "logical", delay, None, "defer", None)
+        ]
         for i, r in enumerate(d.cls.reactions):
             self._add_reaction(build_reaction(d, i, r.node, r.mode, self.rep))
 
@@ -178,10 +226,14 @@ class Elaborator:
             return inst.channels(ref.name)
         members = inst.children.get(ref.container)
         if members is None:
-            self.rep.error(f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos)
+            self.rep.error(
+                f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos
+            )
             return []
         if ref.name not in members[0].ports:
-            self.rep.error(f"'{ref.name}' is not a port of reactor '{members[0].cls.name}'", ref.pos)
+            self.rep.error(
+                f"'{ref.name}' is not a port of reactor '{members[0].cls.name}'", ref.pos
+            )
             return []
         if not ref.interleaved:
             return [c for m in members for c in m.channels(ref.name)]
@@ -197,8 +249,18 @@ class Elaborator:
             return tuple(out)
 
         label = next((_attr_text(a) for a in conn.attributes if a.name == "label"), None)
-        self.views.append(ConnectionView(inst.id, ends(conn.lhs), ends(conn.rhs), delay,
-                                         conn.physical, conn.iterated, conn.pos.line, label))
+        self.views.append(
+            ConnectionView(
+                inst.id,
+                ends(conn.lhs),
+                ends(conn.rhs),
+                delay,
+                conn.physical,
+                conn.iterated,
+                conn.pos.line,
+                label,
+            )
+        )
 
 
 def _attr_text(a: ast.Attribute) -> str | None:
@@ -207,8 +269,9 @@ def _attr_text(a: ast.Attribute) -> str | None:
     return None
 
 
-def elaborate(main: ReactorClass, table: ClassTable, delay_classes: dict[str, ReactorClass],
-              rep: Reporter) -> Elaborated:
+def elaborate(
+    main: ReactorClass, table: ClassTable, delay_classes: dict[str, ReactorClass], rep: Reporter
+) -> Elaborated:
     """Instantiate ``main`` and everything below it.
 
     Errors (undefined ports or instances, bad widths or times, cyclic instantiation) are

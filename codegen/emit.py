@@ -19,7 +19,9 @@ from .target import TargetConfig
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("codegen", "templates"),
-    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
 )
 
@@ -85,8 +87,9 @@ class _Markers:
             if line.strip().startswith("#"):  # a body follows, as deep as the marker or deeper
                 depth = len(line) - len(line.lstrip())
                 last = i
-                while last < len(lines) and (not lines[last].strip() or
-                                             len(lines[last]) - len(lines[last].lstrip()) >= depth):
+                while last < len(lines) and (
+                    not lines[last].strip() or len(lines[last]) - len(lines[last].lstrip()) >= depth
+                ):
                     last += 1
                 out.append([i + 1, last, path, lf_line])
             else:
@@ -95,19 +98,34 @@ class _Markers:
 
 
 def _class_view(c: ReactorClass, marks: _Markers) -> dict:
-    states = [{"name": s.node.name, "mode": s.mode,
-               "init": python(s.node.init, "self") + marks.inline(s.node.pos)} for s in c.states]
+    states = [
+        {
+            "name": s.node.name,
+            "mode": s.mode,
+            "init": python(s.node.init, "self") + marks.inline(s.node.pos),
+        }
+        for s in c.states
+    ]
     return {
-        "pyclass": c.pyclass, "name": c.name,
+        "pyclass": c.pyclass,
+        "name": c.name,
         "where": f"{os.path.basename(c.file)}:{c.decl.pos.line}",
-        "preambles": [{"marker": marks.mark(p.code, p.pos), "text": indent(p.code.text, 4)}
-                      for p in c.preambles],
+        "preambles": [
+            {"marker": marks.mark(p.code, p.pos), "text": indent(p.code.text, 4)}
+            for p in c.preambles
+        ],
         "params": [p.name for p in c.parameters if p.name != "bank_index"],
         "states": states,
         "reset_states": [s for s, m in zip(states, c.states) if m.node.reset],
-        "methods": [{"name": m.name, "args": [a.name for a in m.args],
-                     "marker": marks.mark(m.code, m.pos), "body": indent(m.code.text, 8)}
-                    for m in c.methods],
+        "methods": [
+            {
+                "name": m.name,
+                "args": [a.name for a in m.args],
+                "marker": marks.mark(m.code, m.pos),
+                "body": indent(m.code.text, 8),
+            }
+            for m in c.methods
+        ],
         "reactions": [],  # filled per class by emit_program (arguments come from instances)
     }
 
@@ -117,8 +135,11 @@ def _signature(r: ReactionInst) -> str:
     node = r.node
 
     def eff(e) -> str:
-        return f"{e.kind}({e.mode})" if isinstance(e, ast.ModeTransition) and e.kind != "default" \
+        return (
+            f"{e.kind}({e.mode})"
+            if isinstance(e, ast.ModeTransition) and e.kind != "default"
             else (e.mode if isinstance(e, ast.ModeTransition) else str(e))
+        )
 
     text = f"reaction({', '.join(map(str, node.triggers))})"
     if node.sources:
@@ -132,10 +153,15 @@ def _signature(r: ReactionInst) -> str:
 
 def _reaction_view(r: ReactionInst, marks: _Markers) -> dict:
     node = r.node
-    view = {"function": r.function, "args": [a["name"] for a in r.args], "signature": _signature(r),
-            "marker": marks.mark(node.code, node.pos),
-            "body": indent(node.code.text if node.code else "", 8),
-            "deadline_function": r.deadline_function, "deadline_body": None}
+    view = {
+        "function": r.function,
+        "args": [a["name"] for a in r.args],
+        "signature": _signature(r),
+        "marker": marks.mark(node.code, node.pos),
+        "body": indent(node.code.text if node.code else "", 8),
+        "deadline_function": r.deadline_function,
+        "deadline_body": None,
+    }
     if node.deadline is not None:
         view["deadline_marker"] = marks.mark(node.deadline.code, node.deadline.pos)
         view["deadline_body"] = indent(node.deadline.code.text, 8)
@@ -161,9 +187,16 @@ def _site_items(site: tuple, marks: _Markers) -> list[str]:
     return items
 
 
-def emit_program(out: Output, main_file: str, classes: list[ReactorClass],
-                 preambles: list[ast.Preamble], prog: Elaborated, target: TargetConfig,
-                 package_dir: str, files: list[str]) -> None:
+def emit_program(
+    out: Output,
+    main_file: str,
+    classes: list[ReactorClass],
+    preambles: list[ast.Preamble],
+    prog: Elaborated,
+    target: TargetConfig,
+    package_dir: str,
+    files: list[str],
+) -> None:
     """Write the module, graph.json, copied ``files`` and the launcher under ``out``.
 
     Raises:
@@ -178,8 +211,12 @@ def emit_program(out: Output, main_file: str, classes: list[ReactorClass],
     for f in files:
         _copy_into(f, out.src_dir)
     os.makedirs(os.path.dirname(out.launcher), exist_ok=True)
-    _write(out.launcher, f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(out.module)}" "$@"\n')
-    os.chmod(out.launcher, os.stat(out.launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    _write(
+        out.launcher, f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(out.module)}" "$@"\n'
+    )
+    os.chmod(
+        out.launcher, os.stat(out.launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+    )
 
 
 def _reactions_by_class(prog: Elaborated) -> dict[int, list[ReactionInst]]:
@@ -188,8 +225,9 @@ def _reactions_by_class(prog: Elaborated) -> dict[int, list[ReactionInst]]:
     seen: dict[int, list[ReactionInst]] = {}
     for inst in prog.instances:
         if id(inst.cls) not in seen:
-            seen[id(inst.cls)] = sorted((r for r in inst.reactions if r.node is not None),
-                                        key=lambda r: r.index)
+            seen[id(inst.cls)] = sorted(
+                (r for r in inst.reactions if r.node is not None), key=lambda r: r.index
+            )
     return seen
 
 
@@ -203,25 +241,45 @@ def _render(main_file, classes, preambles, prog, by_class):
         views.append(v)
     sites = [{"fn": fn, "items": _site_items(site, marks)} for fn, site in prog.sites.items()]
     text = _ENV.get_template("module.py.j2").render(
-        main_file=main_file, preambles=pre, classes=views, sites=sites)
+        main_file=main_file, preambles=pre, classes=views, sites=sites
+    )
     return text, marks.line_map(text)
 
 
-def graph_json(out: Output, main_file: str, prog: Elaborated, target: TargetConfig,
-               package_dir: str, line_map: list) -> dict:
+def graph_json(
+    out: Output,
+    main_file: str,
+    prog: Elaborated,
+    target: TargetConfig,
+    package_dir: str,
+    line_map: list,
+) -> dict:
     """The elaborated program as the JSON document of docs/PROGRAM.md, with the placement of
     every reactor for the target's number of workers."""
     graph = {
-        "version": 1, "name": out.name, "main_file": main_file,
-        "source_directory": os.path.dirname(main_file), "package_directory": package_dir,
-        "module": f"{out.name}.py", "target": target.to_json(),
+        "version": 1,
+        "name": out.name,
+        "main_file": main_file,
+        "source_directory": os.path.dirname(main_file),
+        "package_directory": package_dir,
+        "module": f"{out.name}.py",
+        "target": target.to_json(),
         "reactors": [_instance_json(i) for i in prog.instances],
         "reactions": [_reaction_json(r) for r in prog.reactions],
         "channels": [[*s, *d] for s, d in prog.edges],
-        "connections": [{
-            "from": [list(e) for e in c.lhs], "to": [list(e) for e in c.rhs], "delay": c.delay,
-            "physical": c.physical, "iterated": c.iterated, "container": c.container,
-            "line": c.line, "label": c.label} for c in prog.connections],
+        "connections": [
+            {
+                "from": [list(e) for e in c.lhs],
+                "to": [list(e) for e in c.rhs],
+                "delay": c.delay,
+                "physical": c.physical,
+                "iterated": c.iterated,
+                "container": c.container,
+                "line": c.line,
+                "label": c.label,
+            }
+            for c in prog.connections
+        ],
         "line_map": line_map,
     }
     _place(graph, target)
@@ -232,6 +290,7 @@ def _place(graph: dict, target: TargetConfig) -> None:
     """Write ``"worker"`` on every reactor: the runtime's placement for ``workers`` (0: this
     machine's cores; 1 when single-threaded). The runtime recomputes it for ``-w N``."""
     from reactors.placement import place, resolve_workers
+
     workers = 1 if target.single_threaded else resolve_workers(graph, target.workers)
     for info, worker in zip(graph["reactors"], place(graph, workers)):
         info["worker"] = worker
@@ -251,19 +310,41 @@ def _pin(i: Instance) -> int | None:
 def _instance_json(i: Instance) -> dict:
     label = next((a for a in (i.site.attributes if i.site else ()) if a.name == "label"), None)
     return {
-        "id": i.id, "name": i.name, "short": i.short, "class": i.cls.name,
-        "pyclass": i.cls.pyclass, "parent": i.parent.id if i.parent else None,
-        "bank_index": i.bank_index, "bank_width": i.bank_width, "params": i.params_fn,
-        "mode": i.mode, "synthetic": i.synthetic, "file": i.cls.file,
+        "id": i.id,
+        "name": i.name,
+        "short": i.short,
+        "class": i.cls.name,
+        "pyclass": i.cls.pyclass,
+        "parent": i.parent.id if i.parent else None,
+        "bank_index": i.bank_index,
+        "bank_width": i.bank_width,
+        "params": i.params_fn,
+        "mode": i.mode,
+        "synthetic": i.synthetic,
+        "file": i.cls.file,
         "line": (i.site.pos.line if i.site else i.cls.decl.pos.line),
-        "label": _label(label), "worker": i.worker, "pin": _pin(i),
-        "ports": [{"name": p.name, "kind": p.kind, "width": p.width, "mutable": p.mutable}
-                  for p in i.ports.values()],
-        "timers": [{"name": t.name, "offset": t.offset, "period": t.period, "mode": t.mode}
-                   for t in i.timers],
-        "actions": [{"name": a.name, "origin": a.origin, "min_delay": a.min_delay,
-                     "min_spacing": a.min_spacing, "policy": a.policy, "mode": a.mode}
-                    for a in i.actions],
+        "label": _label(label),
+        "worker": i.worker,
+        "pin": _pin(i),
+        "ports": [
+            {"name": p.name, "kind": p.kind, "width": p.width, "mutable": p.mutable}
+            for p in i.ports.values()
+        ],
+        "timers": [
+            {"name": t.name, "offset": t.offset, "period": t.period, "mode": t.mode}
+            for t in i.timers
+        ],
+        "actions": [
+            {
+                "name": a.name,
+                "origin": a.origin,
+                "min_delay": a.min_delay,
+                "min_spacing": a.min_spacing,
+                "policy": a.policy,
+                "mode": a.mode,
+            }
+            for a in i.actions
+        ],
         "modes": [{"name": m.name, "initial": m.initial} for m in i.cls.modes],
         "reactions": [r.id for r in sorted(i.reactions, key=lambda r: r.index)],
     }
@@ -278,12 +359,24 @@ def _label(a: ast.Attribute | None) -> str | None:
 def _reaction_json(r: ReactionInst) -> dict:
     label = next((a for a in (r.node.attributes if r.node else ()) if a.name == "label"), None)
     return {
-        "id": r.id, "reactor": r.owner.id, "index": r.index,
-        "name": r.node.name if r.node else None, "label": _label(label),
-        "function": r.function, "deadline": r.deadline, "deadline_function": r.deadline_function,
-        "mode": r.mode, "triggers": r.triggers, "sources": r.sources, "effects": r.effects,
-        "args": r.args, "level": r.level, "inferred_deadline": r.inferred_deadline,
-        "rank": r.rank, "file": r.file, "line": r.line,
+        "id": r.id,
+        "reactor": r.owner.id,
+        "index": r.index,
+        "name": r.node.name if r.node else None,
+        "label": _label(label),
+        "function": r.function,
+        "deadline": r.deadline,
+        "deadline_function": r.deadline_function,
+        "mode": r.mode,
+        "triggers": r.triggers,
+        "sources": r.sources,
+        "effects": r.effects,
+        "args": r.args,
+        "level": r.level,
+        "inferred_deadline": r.inferred_deadline,
+        "rank": r.rank,
+        "file": r.file,
+        "line": r.line,
     }
 
 
@@ -296,6 +389,7 @@ def _write(path: str, text: str) -> None:
 
 def _copy_into(src: str, dest_dir: str) -> None:
     import shutil
+
     target = os.path.join(dest_dir, os.path.basename(src.rstrip("/")))
     if os.path.isdir(src):
         shutil.copytree(src, target, dirs_exist_ok=True)

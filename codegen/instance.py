@@ -51,7 +51,7 @@ class ReactionInst:
     JSON-ready dicts of docs/PROGRAM.md."""
 
     id: int
-    owner: "Instance"
+    owner: Instance
     index: int
     node: ast.Reaction | None  # None for a synthetic forwarding reaction
     mode: str | None
@@ -82,7 +82,7 @@ class Instance:
     name: str
     short: str
     cls: ReactorClass
-    parent: "Instance | None"
+    parent: Instance | None
     bank_index: int
     bank_width: int
     mode: str | None
@@ -91,7 +91,7 @@ class Instance:
     site: ast.Instantiation | None
     synthetic: str | None = None
     ports: dict[str, PortInst] = field(default_factory=dict)
-    children: dict[str, list["Instance"]] = field(default_factory=dict)
+    children: dict[str, list[Instance]] = field(default_factory=dict)
     timers: list[TimerInst] = field(default_factory=list)
     actions: list[ActionInst] = field(default_factory=list)
     reactions: list[ReactionInst] = field(default_factory=list)

@@ -100,8 +100,11 @@ def _skip(text: str, start: int, kind: str, code_re: re.Pattern) -> int | LexErr
         m = code_re.match(text, start)
         if m:
             return m.end()
-        return LexError(start, "unterminated code block: '{=' has no matching '=}'"
-                        + _commented_close_hint(text, start))
+        return LexError(
+            start,
+            "unterminated code block: '{=' has no matching '=}'"
+            + _commented_close_hint(text, start),
+        )
     if kind == '"':
         m = (_TRIPLE_STRING if text.startswith('"""', start) else _STRING).match(text, start)
         return m.end() if m else LexError(start, "unterminated string")

@@ -45,6 +45,7 @@ def _load_one(path: str, rep: Reporter, files: dict[str, ast.Model], at: ast.Pos
         model = parse(text, path, rep)
     except Exception as e:  # the parser reports its own CompileError; keep going for others
         from .diagnostics import CompileError
+
         if not isinstance(e, CompileError):
             raise
         return

@@ -18,11 +18,46 @@ from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
 from .ast import (
-    ActionDecl, Assignment, Attribute, AttrParam, BraceList, Code, Connection, Deadline,
-    ImportedName, Import, Instantiation, KeyValue, ListExpr, Literal, Method, MethodArg, Mode,
-    Model, ModeTransition, ParamRef, Parameter, PortDecl, Pos, Preamble, PropDict, PropIdent,
-    PropList, Reaction, Reactor, StateVar, Tardy, Target, Time, TimerDecl, VarRef, Watchdog,
-    Width, WidthOf, Expr, Member,
+    ActionDecl,
+    Assignment,
+    Attribute,
+    AttrParam,
+    BraceList,
+    Code,
+    Connection,
+    Deadline,
+    Expr,
+    Import,
+    ImportedName,
+    Instantiation,
+    KeyValue,
+    ListExpr,
+    Literal,
+    Member,
+    Method,
+    MethodArg,
+    Mode,
+    Model,
+    ModeTransition,
+    Parameter,
+    ParamRef,
+    PortDecl,
+    Pos,
+    Preamble,
+    PropDict,
+    PropIdent,
+    PropList,
+    Reaction,
+    Reactor,
+    StateVar,
+    Tardy,
+    Target,
+    Time,
+    TimerDecl,
+    VarRef,
+    Watchdog,
+    Width,
+    WidthOf,
 )
 from .diagnostics import Reporter
 from .lexing import code_body, end_position, find_lexical_error, line_col
@@ -34,11 +69,21 @@ _MEMBER = get_args(Member)
 
 # How terminals are named in "expected one of: ..." (keywords and punctuation are quoted).
 _TERMINAL_NAMES = {
-    "IDENT": "identifier", "INT": "integer", "NEGINT": "integer", "FLOAT": "number",
-    "STRING": "string", "CHAR": "character literal", "CODE": "code block '{= ... =}'",
-    "UNIT": "time unit", "BOOL": "boolean", "KEBAB": "property name",
-    "PROPWORD": "identifier or path", "PKGPATH": "'<package/path.lf>'", "HOST": "host name",
-    "TYPE": "type", "$END": "end of file",
+    "IDENT": "identifier",
+    "INT": "integer",
+    "NEGINT": "integer",
+    "FLOAT": "number",
+    "STRING": "string",
+    "CHAR": "character literal",
+    "CODE": "code block '{= ... =}'",
+    "UNIT": "time unit",
+    "BOOL": "boolean",
+    "KEBAB": "property name",
+    "PROPWORD": "identifier or path",
+    "PKGPATH": "'<package/path.lf>'",
+    "HOST": "host name",
+    "TYPE": "type",
+    "$END": "end of file",
 }
 
 
@@ -100,8 +145,14 @@ def parse_file(path: str, reporter: Reporter) -> Model:
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     grammar = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
-                maybe_placeholders=False, cache=True)
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        propagate_positions=True,
+        maybe_placeholders=False,
+        cache=True,
+    )
 
 
 # --------------------------------------------------------------------------- error messages
@@ -237,8 +288,14 @@ class _ToAst(Transformer):
     # ---- file, target, imports, preambles
 
     def start(self, meta, ch) -> Model:
-        return Model(self.file, _first(ch, Target), _of(ch, Import), _of(ch, Preamble),
-                     _of(ch, Reactor), source=self.text)
+        return Model(
+            self.file,
+            _first(ch, Target),
+            _of(ch, Import),
+            _of(ch, Preamble),
+            _of(ch, Reactor),
+            source=self.text,
+        )
 
     def target_decl(self, meta, ch) -> Target:
         props = _first(ch, PropDict)
@@ -290,13 +347,19 @@ class _ToAst(Transformer):
         names = _tokens(ch, "IDENT")
         name = names[0] if names else None
         return Reactor(
-            name=str(name) if name else None, main="MAIN" in mods,
-            federated="FEDERATED" in mods, realtime="REALTIME" in mods,
+            name=str(name) if name else None,
+            main="MAIN" in mods,
+            federated="FEDERATED" in mods,
+            realtime="REALTIME" in mods,
             parameters=tuple(_part(ch, "params")),
             type_params=tuple(str(t) for t in _part(ch, "type_list")),
             extends=tuple((str(t), self._tpos(t)) for t in _part(ch, "extends")),
-            host=self._host(ch), members=_of(ch, _MEMBER), attributes=(),
-            pos=self._pos(meta), name_pos=self._tpos(name) if name else None)
+            host=self._host(ch),
+            members=_of(ch, _MEMBER),
+            attributes=(),
+            pos=self._pos(meta),
+            name_pos=self._tpos(name) if name else None,
+        )
 
     def _host(self, ch) -> str | None:
         host = _part(ch, "host")
@@ -304,8 +367,9 @@ class _ToAst(Transformer):
 
     def param_decl(self, meta, ch) -> Parameter:
         kind = _first(ch, _Type)
-        return Parameter(str(ch[0]), _first(ch, _EXPR), kind.text if kind else None, (),
-                         self._pos(meta))
+        return Parameter(
+            str(ch[0]), _first(ch, _EXPR), kind.text if kind else None, (), self._pos(meta)
+        )
 
     def type_ann(self, meta, ch) -> _Type:
         return _Type(ch[0].text if isinstance(ch[0], Code) else str(ch[0]))
@@ -314,8 +378,15 @@ class _ToAst(Transformer):
 
     def state_decl(self, meta, ch) -> StateVar:
         init, kind = _first(ch, _Init, _Init("=", None)), _first(ch, _Type)
-        return StateVar(str(_tokens(ch, "IDENT")[0]), init.value, bool(_tokens(ch, "RESET")),
-                        kind.text if kind else None, (), self._pos(meta), init.style)
+        return StateVar(
+            str(_tokens(ch, "IDENT")[0]),
+            init.value,
+            bool(_tokens(ch, "RESET")),
+            kind.text if kind else None,
+            (),
+            self._pos(meta),
+            init.style,
+        )
 
     def init_eq(self, meta, ch) -> _Init:
         return _Init("=", ch[0])
@@ -329,8 +400,15 @@ class _ToAst(Transformer):
     def port_decl(self, meta, ch) -> PortDecl:
         kind, name = _tokens(ch, "INPUT", "OUTPUT")[0], _tokens(ch, "IDENT")[0]
         typ = _first(ch, _Type)
-        return PortDecl(str(kind), str(name), _first(ch, Width), bool(_tokens(ch, "MUTABLE")),
-                        typ.text if typ else None, (), self._pos(meta))
+        return PortDecl(
+            str(kind),
+            str(name),
+            _first(ch, Width),
+            bool(_tokens(ch, "MUTABLE")),
+            typ.text if typ else None,
+            (),
+            self._pos(meta),
+        )
 
     def width(self, meta, ch) -> Width:
         return Width(tuple(ch), self._pos(meta))
@@ -349,19 +427,33 @@ class _ToAst(Transformer):
         origin = _tokens(ch, "LOGICAL", "PHYSICAL")
         times = [_as_time(e) for e in _of(ch, _EXPR)] + [None, None]
         policy, typ = _tokens(ch, "STRING"), _first(ch, _Type)
-        return ActionDecl(str(_tokens(ch, "IDENT")[0]), str(origin[0]) if origin else None,
-                          times[0], times[1], policy[0][1:-1] if policy else None,
-                          typ.text if typ else None, (), self._pos(meta))
+        return ActionDecl(
+            str(_tokens(ch, "IDENT")[0]),
+            str(origin[0]) if origin else None,
+            times[0],
+            times[1],
+            policy[0][1:-1] if policy else None,
+            typ.text if typ else None,
+            (),
+            self._pos(meta),
+        )
 
     # ---- reactions, methods, watchdogs, modes
 
     def reaction_decl(self, meta, ch) -> Reaction:
         name, kind = _tokens(ch, "IDENT"), _tokens(ch, "REACTION", "MUTATION")[0]
         return Reaction(
-            name=str(name[0]) if name else None, triggers=tuple(_part(ch, "triggers")),
-            sources=tuple(_part(ch, "sources")), effects=tuple(_part(ch, "effects")),
-            code=_first(ch, Code), deadline=_first(ch, Deadline), tardy=_first(ch, Tardy),
-            attributes=(), pos=self._pos(meta), is_mutation=kind.type == "MUTATION")
+            name=str(name[0]) if name else None,
+            triggers=tuple(_part(ch, "triggers")),
+            sources=tuple(_part(ch, "sources")),
+            effects=tuple(_part(ch, "effects")),
+            code=_first(ch, Code),
+            deadline=_first(ch, Deadline),
+            tardy=_first(ch, Tardy),
+            attributes=(),
+            pos=self._pos(meta),
+            is_mutation=kind.type == "MUTATION",
+        )
 
     def builtin_trigger(self, meta, ch) -> VarRef:
         return VarRef(None, str(ch[0]), False, self._pos(meta))
@@ -388,29 +480,46 @@ class _ToAst(Transformer):
 
     def method_decl(self, meta, ch) -> Method:
         ret = _first(ch, _Type)
-        return Method(str(_tokens(ch, "IDENT")[0]), _of(ch, MethodArg),
-                      ret.text if ret else None, bool(_tokens(ch, "CONST")), ch[-1],
-                      self._pos(meta))
+        return Method(
+            str(_tokens(ch, "IDENT")[0]),
+            _of(ch, MethodArg),
+            ret.text if ret else None,
+            bool(_tokens(ch, "CONST")),
+            ch[-1],
+            self._pos(meta),
+        )
 
     def method_arg(self, meta, ch) -> MethodArg:
         typ = _first(ch, _Type)
         return MethodArg(str(ch[0]), typ.text if typ else None, self._pos(meta))
 
     def watchdog_decl(self, meta, ch) -> Watchdog:
-        return Watchdog(str(ch[0]), _as_time(ch[1]), tuple(_part(ch, "effects")), ch[-1],
-                        self._pos(meta))
+        return Watchdog(
+            str(ch[0]), _as_time(ch[1]), tuple(_part(ch, "effects")), ch[-1], self._pos(meta)
+        )
 
     def mode_decl(self, meta, ch) -> Mode:
-        return Mode(str(_tokens(ch, "IDENT")[0]), bool(_tokens(ch, "INITIAL")), _of(ch, _MEMBER),
-                    self._pos(meta))
+        return Mode(
+            str(_tokens(ch, "IDENT")[0]),
+            bool(_tokens(ch, "INITIAL")),
+            _of(ch, _MEMBER),
+            self._pos(meta),
+        )
 
     # ---- instances, connections
 
     def instantiation(self, meta, ch) -> Instantiation:
         name, cls = _tokens(ch, "IDENT")[:2]
-        return Instantiation(str(name), str(cls), _first(ch, Width), _of(ch, Assignment),
-                             tuple(str(t) for t in _part(ch, "type_list")), self._host(ch), (),
-                             self._pos(meta))
+        return Instantiation(
+            str(name),
+            str(cls),
+            _first(ch, Width),
+            _of(ch, Assignment),
+            tuple(str(t) for t in _part(ch, "type_list")),
+            self._host(ch),
+            (),
+            self._pos(meta),
+        )
 
     def assign_eq(self, meta, ch) -> Assignment:
         return Assignment(str(ch[0]), ch[1], self._pos(meta))
@@ -426,14 +535,21 @@ class _ToAst(Transformer):
     def connection(self, meta, ch) -> Connection:
         arrow = _tokens(ch, "ARROW", "PHYSICAL_ARROW")[0]
         split = ch.index(arrow)
-        lhs, rhs = ch[:split], ch[split + 1:]
+        lhs, rhs = ch[:split], ch[split + 1 :]
         group = _first(lhs, Tree)
         iterated = group is not None and bool(_tokens(group.children, "PLUS"))
         lhs_refs = _of(group.children, VarRef) if group is not None else _of(lhs, VarRef)
         serializer = _tokens(rhs, "STRING")
-        return Connection(lhs_refs, _of(rhs, VarRef), iterated, arrow.type == "PHYSICAL_ARROW",
-                          _as_time(_first(rhs, _EXPR)),
-                          serializer[0][1:-1] if serializer else None, (), self._pos(meta))
+        return Connection(
+            lhs_refs,
+            _of(rhs, VarRef),
+            iterated,
+            arrow.type == "PHYSICAL_ARROW",
+            _as_time(_first(rhs, _EXPR)),
+            serializer[0][1:-1] if serializer else None,
+            (),
+            self._pos(meta),
+        )
 
     # ---- expressions
 

@@ -18,7 +18,11 @@ def python(expr: ast.Expr | None, ref: str | None) -> str:
     if isinstance(expr, ast.Literal):
         return {"true": "True", "false": "False"}.get(expr.text, expr.text)
     if isinstance(expr, ast.Time):
-        if expr.unit is not None and expr.unit not in UNITS and expr.unit not in ("forever", "never"):
+        if (
+            expr.unit is not None
+            and expr.unit not in UNITS
+            and expr.unit not in ("forever", "never")
+        ):
             return "None"
         return python_time(expr.magnitude, expr.unit)
     if isinstance(expr, ast.ParamRef):

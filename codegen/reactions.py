@@ -29,10 +29,20 @@ class _Args:
         return self.items + self.raw
 
 
-def build_reaction(inst: Instance, index: int, node: ast.Reaction, mode, rep: Reporter) -> ReactionInst:
+def build_reaction(
+    inst: Instance, index: int, node: ast.Reaction, mode, rep: Reporter
+) -> ReactionInst:
     """Resolve one declared reaction of ``inst``; unknown names are reported through ``rep``."""
-    r = ReactionInst(id=-1, owner=inst, index=index, node=node, mode=mode,
-                     function=f"reaction_function_{index}", file=node.pos.file, line=node.pos.line)
+    r = ReactionInst(
+        id=-1,
+        owner=inst,
+        index=index,
+        node=node,
+        mode=mode,
+        function=f"reaction_function_{index}",
+        file=node.pos.file,
+        line=node.pos.line,
+    )
     args = _Args()
     for ref in node.triggers:
         r.triggers.extend(_resolve(inst, ref, "trigger", args, rep))
@@ -56,8 +66,16 @@ def build_reaction(inst: Instance, index: int, node: ast.Reaction, mode, rep: Re
 def forward_reaction(inst: Instance, mode: str, pairs, pos: ast.Pos) -> ReactionInst:
     """A synthetic reaction of ``inst`` in ``mode`` that copies each source channel's value to
     its destination channel when present (a connection declared inside a mode)."""
-    r = ReactionInst(id=-1, owner=inst, index=len(inst.cls.reactions) + _forward_count(inst),
-                     node=None, mode=mode, function="_lf_forward", file=pos.file, line=pos.line)
+    r = ReactionInst(
+        id=-1,
+        owner=inst,
+        index=len(inst.cls.reactions) + _forward_count(inst),
+        node=None,
+        mode=mode,
+        function="_lf_forward",
+        file=pos.file,
+        line=pos.line,
+    )
     seen_t, seen_e = set(), set()
     for (si, sp, _), (di, dp, _) in pairs:
         if (si, sp) not in seen_t:
@@ -103,7 +121,9 @@ def _port_arg(inst: Instance, name: str, args: _Args) -> None:
     port = inst.ports[name]
     if port.kind == "input" and port.mutable:
         args.add({"name": name, "kind": "mutable", "reactor": inst.id, "port": name})
-        args.add({"name": f"mutable_{name}", "kind": "port", "reactor": inst.id, "port": name}, raw=True)
+        args.add(
+            {"name": f"mutable_{name}", "kind": "port", "reactor": inst.id, "port": name}, raw=True
+        )
     else:
         args.add({"name": name, "kind": "port", "reactor": inst.id, "port": name})
 
@@ -123,19 +143,35 @@ def _contained(inst: Instance, ref: ast.VarRef, role: str, args: _Args, rep) -> 
         rep.error(f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos)
         return []
     if ref.name not in members[0].ports:
-        rep.error(f"'{ref.name}' is not a port of '{ref.container}' "
-                  f"(reactor '{members[0].cls.name}')", ref.pos)
+        rep.error(
+            f"'{ref.name}' is not a port of '{ref.container}' (reactor '{members[0].cls.name}')",
+            ref.pos,
+        )
         return []
     ids = [m.id for m in members]
     bank = members[0].site is not None and members[0].site.width is not None
     if bank:
         arg = args.add({"name": ref.container, "kind": "bank", "reactors": ids, "ports": []})
-        args.add({"name": f"{ref.container}_{ref.name}", "kind": "bank_ports", "reactors": ids,
-                  "port": ref.name}, raw=True)
+        args.add(
+            {
+                "name": f"{ref.container}_{ref.name}",
+                "kind": "bank_ports",
+                "reactors": ids,
+                "port": ref.name,
+            },
+            raw=True,
+        )
     else:
         arg = args.add({"name": ref.container, "kind": "contained", "reactor": ids[0], "ports": []})
-        args.add({"name": f"{ref.container}_{ref.name}", "kind": "port", "reactor": ids[0],
-                  "port": ref.name}, raw=True)
+        args.add(
+            {
+                "name": f"{ref.container}_{ref.name}",
+                "kind": "port",
+                "reactor": ids[0],
+                "port": ref.name,
+            },
+            raw=True,
+        )
     if ref.name not in arg["ports"]:
         arg["ports"].append(ref.name)
     return [{"kind": "port", "reactor": i, "name": ref.name} for i in ids]

@@ -10,16 +10,39 @@ from .units import UNITS, to_ns
 
 #: Properties we implement; value kind for validation.
 SUPPORTED = {
-    "timeout": "time", "fast": "bool", "keepalive": "bool", "logging": "level",
-    "workers": "int", "single-threaded": "bool", "files": "files", "tracing": "tracing",
+    "timeout": "time",
+    "fast": "bool",
+    "keepalive": "bool",
+    "logging": "level",
+    "workers": "int",
+    "single-threaded": "bool",
+    "files": "files",
+    "tracing": "tracing",
     "seed": "int",
 }
 #: Properties LF accepts for Python that have no effect on this implementation (warning).
 IGNORED = {
-    "scheduler", "python-version", "trace-plugin", "build", "build-type", "cmake-args",
-    "cmake-include", "compile-definitions", "no-compile", "no-source-mapping", "protobufs",
-    "docker", "coordination", "coordination-options", "clock-sync", "clock-sync-options", "auth",
-    "comm-type", "sst", "DNET", "_fed_setup",
+    "scheduler",
+    "python-version",
+    "trace-plugin",
+    "build",
+    "build-type",
+    "cmake-args",
+    "cmake-include",
+    "compile-definitions",
+    "no-compile",
+    "no-source-mapping",
+    "protobufs",
+    "docker",
+    "coordination",
+    "coordination-options",
+    "clock-sync",
+    "clock-sync-options",
+    "auth",
+    "comm-type",
+    "sst",
+    "DNET",
+    "_fed_setup",
 }
 LEVELS = ("error", "warn", "info", "log", "debug")
 
@@ -41,10 +64,15 @@ class TargetConfig:
 
     def to_json(self) -> dict:
         return {
-            "timeout": self.timeout, "fast": self.fast, "keepalive": self.keepalive,
-            "logging": self.logging, "workers": self.workers,
-            "single_threaded": self.single_threaded, "tracing": self.tracing,
-            "files": list(self.files), "seed": self.seed,
+            "timeout": self.timeout,
+            "fast": self.fast,
+            "keepalive": self.keepalive,
+            "logging": self.logging,
+            "workers": self.workers,
+            "single_threaded": self.single_threaded,
+            "tracing": self.tracing,
+            "files": list(self.files),
+            "seed": self.seed,
         }
 
 
@@ -87,7 +115,9 @@ def _convert(kind: str, kv: ast.KeyValue, rep: Reporter):
     if kind == "time":
         if isinstance(v, ast.Literal) and v.text == "0":
             return 0
-        if isinstance(v, ast.Time) and (v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")):
+        if isinstance(v, ast.Time) and (
+            v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")
+        ):
             if v.unit is None and v.magnitude != 0:
                 rep.error("missing time unit", v.pos)
                 return None

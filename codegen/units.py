@@ -53,9 +53,15 @@ def format_ns(ns: int | None) -> str:
         return "none"
     if ns >= INT64_MAX:
         return "forever"
-    for size, name in ((604_800_000_000_000, "weeks"), (86_400_000_000_000, "days"),
-                       (3_600_000_000_000, "h"), (60_000_000_000, "min"), (1_000_000_000, "s"),
-                       (1_000_000, "ms"), (1_000, "us")):
+    for size, name in (
+        (604_800_000_000_000, "weeks"),
+        (86_400_000_000_000, "days"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+    ):
         if ns and ns % size == 0:
             return f"{ns // size} {name}"
     return f"{ns} ns"

@@ -36,7 +36,11 @@ def evaluate(expr: ast.Expr | None, scope: dict | None, rep: Reporter):
     if expr is None:
         return None
     if isinstance(expr, ast.Time):
-        if expr.unit is not None and expr.unit not in UNITS and expr.unit not in ("forever", "never"):
+        if (
+            expr.unit is not None
+            and expr.unit not in UNITS
+            and expr.unit not in ("forever", "never")
+        ):
             rep.error(f"invalid time unit '{expr.unit}'", expr.pos)
             return None
         return TimeNs(to_ns(expr.magnitude, expr.unit))
@@ -74,7 +78,9 @@ def time_of(expr: ast.Expr | None, scope: dict | None, rep: Reporter, what: str)
         rep.error(f"{what} needs a time unit, e.g. '{value} msec'", expr.pos)
         return None
     if value is not None:
-        rep.error(f"{what} must be a time value or a time parameter known at compile time", expr.pos)
+        rep.error(
+            f"{what} must be a time value or a time parameter known at compile time", expr.pos
+        )
     return None
 
 
@@ -83,7 +89,9 @@ def width_of(width: ast.Width | None, scope: dict, rep: Reporter) -> int:
     if width is None:
         return -2
     if not width.terms:
-        rep.error("variable-width multiports and banks are not supported by the Python target", width.pos)
+        rep.error(
+            "variable-width multiports and banks are not supported by the Python target", width.pos
+        )
         return 1
     total = 0
     for term in width.terms:
@@ -91,7 +99,9 @@ def width_of(width: ast.Width | None, scope: dict, rep: Reporter) -> int:
             rep.error("widthof(...) is not supported by the Python target", term.pos)
             return 1
         if isinstance(term, ast.Code):
-            rep.error("a width given by target code is not supported by the Python target", term.pos)
+            rep.error(
+                "a width given by target code is not supported by the Python target", term.pos
+            )
             return 1
         value = evaluate(term, scope, rep)
         if not isinstance(value, int) or isinstance(value, bool):

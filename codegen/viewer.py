@@ -40,8 +40,15 @@ import jinja2
 HERE = Path(__file__).resolve().parent
 ELK_JS = HERE / "vendor" / "elk.bundled.js"
 ELK_VERSION = "0.12.1"
-_TIME_UNITS = (("week", 604_800 * 10**9), ("h", 3_600 * 10**9), ("min", 60 * 10**9),
-               ("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
+_TIME_UNITS = (
+    ("week", 604_800 * 10**9),
+    ("h", 3_600 * 10**9),
+    ("min", 60 * 10**9),
+    ("s", 10**9),
+    ("ms", 10**6),
+    ("us", 10**3),
+    ("ns", 1),
+)
 _PREFIX = {"startup": "s", "shutdown": "d", "reset": "z", "timer": "t", "action": "a"}
 
 
@@ -113,7 +120,7 @@ class Diagram:
             if r["synthetic"] or r["parent"] in self.hidden:
                 self.hidden.add(r["id"])
         self.by_index = {(x["reactor"], x["index"]): x for x in graph["reactions"]}
-        self.children: dict[int, list[int]] = defaultdict(list)   # drawn boxes only
+        self.children: dict[int, list[int]] = defaultdict(list)  # drawn boxes only
         for r in graph["reactors"]:
             rid = r["id"]
             if r["parent"] is not None and self.rep[rid] == rid and rid not in self.hidden:
@@ -124,9 +131,15 @@ class Diagram:
         """The whole diagram: program facts and the main reactor's box."""
         main = next(r for r in self.graph["reactors"] if r["parent"] is None)
         t = self.graph["target"]
-        return {"name": self.graph["name"], "file": self.graph["main_file"],
-                "timeout": format_time(t["timeout"]), "workers": t["workers"], "fast": t["fast"],
-                "traced": bool(self.times), "root": self.box(main["id"])}
+        return {
+            "name": self.graph["name"],
+            "file": self.graph["main_file"],
+            "timeout": format_time(t["timeout"]),
+            "workers": t["workers"],
+            "fast": t["fast"],
+            "traced": bool(self.times),
+            "root": self.box(main["id"]),
+        }
 
     def box(self, rid: int) -> dict:
         r = self.reactors[rid]
@@ -136,36 +149,73 @@ class Diagram:
             if c["container"] == rid:
                 self.add_connection(rid, c)
         children = [self.box(c) for c in self.children[rid]] + self.leaves(rid)
-        return {"id": f"r{rid}", "kind": "reactor", "inst": r["short"], "class": r["class"],
-                "full": bank_free(r["name"]), "main": r["parent"] is None,
-                "bank": r["bank_width"] if r["parent"] is not None else 1,
-                "mode": r["mode"], "file": r["file"], "line": r["line"], "label": r["label"],
-                "workers": sorted({self.reactors[m]["worker"] for m in self.members[rid]}),
-                "ports": [self.port(rid, p) for p in r["ports"]],
-                "modes": [{"id": f"m{rid}:{m['name']}", "name": m["name"], "initial": m["initial"]}
-                          for m in r["modes"]],
-                "children": children, "edges": list(self.edges[rid].values())}
+        return {
+            "id": f"r{rid}",
+            "kind": "reactor",
+            "inst": r["short"],
+            "class": r["class"],
+            "full": bank_free(r["name"]),
+            "main": r["parent"] is None,
+            "bank": r["bank_width"] if r["parent"] is not None else 1,
+            "mode": r["mode"],
+            "file": r["file"],
+            "line": r["line"],
+            "label": r["label"],
+            "workers": sorted({self.reactors[m]["worker"] for m in self.members[rid]}),
+            "ports": [self.port(rid, p) for p in r["ports"]],
+            "modes": [
+                {"id": f"m{rid}:{m['name']}", "name": m["name"], "initial": m["initial"]}
+                for m in r["modes"]
+            ],
+            "children": children,
+            "edges": list(self.edges[rid].values()),
+        }
 
     def port(self, rid: int, p: dict) -> dict:
-        return {"id": f"r{rid}:{p['name']}", "name": p["name"],
-                "dir": "in" if p["kind"] == "input" else "out",
-                "width": p["width"] if p["width"] != -2 else None}
+        return {
+            "id": f"r{rid}:{p['name']}",
+            "name": p["name"],
+            "dir": "in" if p["kind"] == "input" else "out",
+            "width": p["width"] if p["width"] != -2 else None,
+        }
 
     def visible_reactions(self, rid: int) -> list[dict]:
-        return [self.reactions[i] for i in self.reactors[rid]["reactions"]
-                if self.reactions[i]["function"] != "_lf_forward"]
+        return [
+            self.reactions[i]
+            for i in self.reactors[rid]["reactions"]
+            if self.reactions[i]["function"] != "_lf_forward"
+        ]
 
     def leaves(self, rid: int) -> list[dict]:
         """Reactions, timers, actions and startup/shutdown/reset triggers of one reactor."""
         r, xs = self.reactors[rid], self.visible_reactions(rid)
         kinds = {t["kind"] for x in xs for t in x["triggers"]}
-        out = [{"id": f"{_PREFIX[k]}{rid}", "kind": k, "mode": None}
-               for k in ("startup", "shutdown", "reset") if k in kinds]
-        out += [{"id": f"t{rid}:{t['name']}", "kind": "timer", "name": t["name"], "mode": t["mode"],
-                 "text": self.timer_text(t)} for t in r["timers"]]
-        out += [{"id": f"a{rid}:{a['name']}", "kind": "action", "name": a["name"],
-                 "mode": a["mode"], "origin": a["origin"][0].upper(), "text": self.action_text(a)}
-                for a in r["actions"]]
+        out = [
+            {"id": f"{_PREFIX[k]}{rid}", "kind": k, "mode": None}
+            for k in ("startup", "shutdown", "reset")
+            if k in kinds
+        ]
+        out += [
+            {
+                "id": f"t{rid}:{t['name']}",
+                "kind": "timer",
+                "name": t["name"],
+                "mode": t["mode"],
+                "text": self.timer_text(t),
+            }
+            for t in r["timers"]
+        ]
+        out += [
+            {
+                "id": f"a{rid}:{a['name']}",
+                "kind": "action",
+                "name": a["name"],
+                "mode": a["mode"],
+                "origin": a["origin"][0].upper(),
+                "text": self.action_text(a),
+            }
+            for a in r["actions"]
+        ]
         return out + [self.reaction(rid, x, len(xs) > 1) for x in xs]
 
     @staticmethod
@@ -184,18 +234,30 @@ class Diagram:
     def reaction(self, rid: int, x: dict, numbered: bool) -> dict:
         """One reaction, merged over the bank members (levels, workers and times of them all)."""
         same = [self.by_index[m, x["index"]] for m in self.members[rid]]
-        timed = [self.times.get((self.reactors[m["reactor"]]["name"], m["index"]), (0.0, 0))
-                 for m in same]
+        timed = [
+            self.times.get((self.reactors[m["reactor"]]["name"], m["index"]), (0.0, 0))
+            for m in same
+        ]
         us, calls = sum(t for t, _ in timed), sum(n for _, n in timed)
-        return {"id": f"x{x['id']}", "kind": "reaction", "n": x["index"] + 1, "numbered": numbered,
-                "name": x["name"], "label": x["label"], "mode": x["mode"],
-                "deadline": format_time(x["deadline"]),
-                "inferred_deadline": format_time(x["inferred_deadline"]),
-                "levels": sorted({m["level"] for m in same}),
-                "ranks": sorted({m["rank"] for m in same}),
-                "workers": sorted({self.reactors[m["reactor"]]["worker"] for m in same}),
-                "triggers": [self.ref_text(rid, t) for t in x["triggers"]],
-                "file": x["file"], "line": x["line"], "us": us if calls else None, "calls": calls}
+        return {
+            "id": f"x{x['id']}",
+            "kind": "reaction",
+            "n": x["index"] + 1,
+            "numbered": numbered,
+            "name": x["name"],
+            "label": x["label"],
+            "mode": x["mode"],
+            "deadline": format_time(x["deadline"]),
+            "inferred_deadline": format_time(x["inferred_deadline"]),
+            "levels": sorted({m["level"] for m in same}),
+            "ranks": sorted({m["rank"] for m in same}),
+            "workers": sorted({self.reactors[m["reactor"]]["worker"] for m in same}),
+            "triggers": [self.ref_text(rid, t) for t in x["triggers"]],
+            "file": x["file"],
+            "line": x["line"],
+            "us": us if calls else None,
+            "calls": calls,
+        }
 
     def ref_text(self, rid: int, ref: dict) -> str:
         """A trigger as written in the reaction's signature: ``t``, ``inp``, ``c.out``."""
@@ -221,9 +283,15 @@ class Diagram:
         for ref in x["effects"]:
             if ref["kind"] == "mode" and x["mode"]:
                 label = ", ".join(self.ref_text(rid, t) for t in x["triggers"])
-                self.add_edge(rid, f"{me}:o", f"m{rid}:{ref['name']}", "mode",
-                              label=label, history=ref["transition"] == "history")
-            elif (dst := self.endpoint(rid, ref, "i")):
+                self.add_edge(
+                    rid,
+                    f"{me}:o",
+                    f"m{rid}:{ref['name']}",
+                    "mode",
+                    label=label,
+                    history=ref["transition"] == "history",
+                )
+            elif dst := self.endpoint(rid, ref, "i"):
                 self.add_edge(rid, f"{me}:o", dst, "dep")
 
     def add_connection(self, rid: int, conn: dict) -> None:
@@ -232,9 +300,18 @@ class Diagram:
         bold = len(left) + len(right) > 2 or any(self.width(i, p) > 1 for i, p in left + right)
         for i, j in self.port_pairs(left, right, conn["iterated"]):
             (si, sp), (di, dp) = left[i], right[j]
-            self.add_edge(rid, f"r{self.rep[si]}:{sp}", f"r{self.rep[di]}:{dp}", "conn",
-                          label=format_time(conn["delay"]), physical=conn["physical"], bold=bold,
-                          iterated=conn["iterated"], line=conn["line"], user_label=conn["label"])
+            self.add_edge(
+                rid,
+                f"r{self.rep[si]}:{sp}",
+                f"r{self.rep[di]}:{dp}",
+                "conn",
+                label=format_time(conn["delay"]),
+                physical=conn["physical"],
+                bold=bold,
+                iterated=conn["iterated"],
+                line=conn["line"],
+                user_label=conn["label"],
+            )
 
     def port_pairs(self, left: list, right: list, iterated: bool) -> set[tuple[int, int]]:
         """Indices (i, j) such that some channel of ``left[i]`` flows into ``right[j]``."""
@@ -258,22 +335,34 @@ class Diagram:
     def add_edge(self, rid: int, src: str, dst: str, kind: str, **info) -> None:
         key = (src, dst, kind, info.get("label"))
         if key not in self.edges[rid]:
-            self.edges[rid][key] = {"id": f"e{rid}_{len(self.edges[rid])}", "src": src,
-                                    "dst": dst, "kind": kind, **info}
+            self.edges[rid][key] = {
+                "id": f"e{rid}_{len(self.edges[rid])}",
+                "src": src,
+                "dst": dst,
+                "kind": kind,
+                **info,
+            }
 
 
 def render(graph: dict, times: Times | None = None) -> str:
     """The complete HTML page for ``graph`` (a parsed graph.json)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
-                             autoescape=False, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
     data = json.dumps(Diagram(graph, times).to_dict(), separators=(",", ":"))
     return env.get_template("viewer.html.j2").render(
-        title=graph["name"], data=data.replace("</", "<\\/"), elk_js=ELK_JS.read_text(),
-        elk_version=ELK_VERSION)
+        title=graph["name"],
+        data=data.replace("</", "<\\/"),
+        elk_js=ELK_JS.read_text(),
+        elk_version=ELK_VERSION,
+    )
 
 
-def write_html(graph_json: str | Path, out: str | Path | None = None,
-               trace: str | Path | None = None) -> Path:
+def write_html(
+    graph_json: str | Path, out: str | Path | None = None, trace: str | Path | None = None
+) -> Path:
     """Read ``graph_json`` (and ``trace``), write the page beside it (or to ``out``); its path."""
     graph_json = Path(graph_json)
     graph = json.loads(graph_json.read_text())
@@ -284,13 +373,23 @@ def write_html(graph_json: str | Path, out: str | Path | None = None,
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="lfc-graph", description="Draw a program's graph.json (written by lfc) as one "
-        "self-contained HTML page, laid out by ELK; optionally coloured by a timing trace.")
+        prog="lfc-graph",
+        description="Draw a program's graph.json (written by lfc) as one "
+        "self-contained HTML page, laid out by ELK; optionally coloured by a timing trace.",
+    )
     p.add_argument("graphs", nargs="+", metavar="GRAPH.json")
-    p.add_argument("-o", "--output", metavar="HTML",
-                   help="output file (one GRAPH.json only; default: graph.html beside it)")
-    p.add_argument("-t", "--trace", metavar="TRACE.json",
-                   help="Chrome/Perfetto trace events: name = reaction full name, dur in µs")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="HTML",
+        help="output file (one GRAPH.json only; default: graph.html beside it)",
+    )
+    p.add_argument(
+        "-t",
+        "--trace",
+        metavar="TRACE.json",
+        help="Chrome/Perfetto trace events: name = reaction full name, dur in µs",
+    )
     return p
 
 

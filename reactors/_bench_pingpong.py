@@ -76,16 +76,37 @@ def _port(name):
 
 
 def _inst(i, name, pyclass, parent, reactions, actions=()):
-    return {"id": i, "name": name, "pyclass": pyclass, "parent": parent, "bank_index": 0,
-            "params": f"_lf_params_{i}", "mode": None,
-            "ports": [] if parent is None else [_port("receive"), _port("send")],
-            "timers": [], "actions": list(actions), "modes": [], "reactions": reactions}
+    return {
+        "id": i,
+        "name": name,
+        "pyclass": pyclass,
+        "parent": parent,
+        "bank_index": 0,
+        "params": f"_lf_params_{i}",
+        "mode": None,
+        "ports": [] if parent is None else [_port("receive"), _port("send")],
+        "timers": [],
+        "actions": list(actions),
+        "modes": [],
+        "reactions": reactions,
+    }
 
 
 def _rx(i, reactor, index, rank, triggers, args):
-    return {"id": i, "reactor": reactor, "index": index, "function": f"reaction_function_{index}",
-            "deadline": None, "deadline_function": None, "mode": None, "triggers": triggers,
-            "args": args, "rank": rank, "file": __file__, "line": 0}
+    return {
+        "id": i,
+        "reactor": reactor,
+        "index": index,
+        "function": f"reaction_function_{index}",
+        "deadline": None,
+        "deadline_function": None,
+        "mode": None,
+        "triggers": triggers,
+        "args": args,
+        "rank": rank,
+        "file": __file__,
+        "line": 0,
+    }
 
 
 def _p(reactor, name):
@@ -93,21 +114,50 @@ def _p(reactor, name):
 
 
 GRAPH = {
-    "version": 1, "name": "PingPong", "target": {"fast": True},
+    "version": 1,
+    "name": "PingPong",
+    "target": {"fast": True},
     "reactors": [
         _inst(0, "PingPong", "_Main", None, []),
-        _inst(1, "PingPong.ping", "_Ping", 0, [0, 1],
-              [{"name": "serve", "origin": "logical", "min_delay": 0, "min_spacing": None,
-                "policy": "defer", "mode": None}]),
+        _inst(
+            1,
+            "PingPong.ping",
+            "_Ping",
+            0,
+            [0, 1],
+            [
+                {
+                    "name": "serve",
+                    "origin": "logical",
+                    "min_delay": 0,
+                    "min_spacing": None,
+                    "policy": "defer",
+                    "mode": None,
+                }
+            ],
+        ),
         _inst(2, "PingPong.pong", "_Pong", 0, [2]),
     ],
     "reactions": [
-        _rx(0, 1, 0, 0, [{"kind": "startup"}, {"kind": "action", "name": "serve"}],
-            [_p(1, "send")]),
-        _rx(1, 1, 1, 2, [{"kind": "port", "reactor": 1, "name": "receive"}],
-            [_p(1, "receive"), {"name": "serve", "kind": "action", "action": "serve"}]),
-        _rx(2, 2, 0, 1, [{"kind": "port", "reactor": 2, "name": "receive"}],
-            [_p(2, "receive"), _p(2, "send")]),
+        _rx(
+            0, 1, 0, 0, [{"kind": "startup"}, {"kind": "action", "name": "serve"}], [_p(1, "send")]
+        ),
+        _rx(
+            1,
+            1,
+            1,
+            2,
+            [{"kind": "port", "reactor": 1, "name": "receive"}],
+            [_p(1, "receive"), {"name": "serve", "kind": "action", "action": "serve"}],
+        ),
+        _rx(
+            2,
+            2,
+            0,
+            1,
+            [{"kind": "port", "reactor": 2, "name": "receive"}],
+            [_p(2, "receive"), _p(2, "send")],
+        ),
     ],
     "channels": [[1, "send", 0, 2, "receive", 0], [2, "send", 0, 1, "receive", 0]],
     "line_map": [],
@@ -137,8 +187,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     best = min(run_once(args.n) for _ in range(args.repeat))
     reactions = 3 * args.n
-    print(f"PingPong {args.n} messages: {best:.3f} s, {best / reactions * 1e6:.3f} us/reaction, "
-          f"{best / args.n * 1e6:.3f} us/message (Python {sys.version.split()[0]})")
+    print(
+        f"PingPong {args.n} messages: {best:.3f} s, {best / reactions * 1e6:.3f} us/reaction, "
+        f"{best / args.n * 1e6:.3f} us/message (Python {sys.version.split()[0]})"
+    )
     return 0
 
 

@@ -22,8 +22,10 @@ POLICIES = ("defer", "drop", "replace", "update")
 
 def _check_delay(delay) -> int:
     if isinstance(delay, bool) or not isinstance(delay, int):
-        raise TypeError(f"schedule() delay must be an int number of nanoseconds, "
-                        f"not {type(delay).__name__} (use MSEC(...) etc.)")
+        raise TypeError(
+            f"schedule() delay must be an int number of nanoseconds, "
+            f"not {type(delay).__name__} (use MSEC(...) etc.)"
+        )
     if delay < 0:
         CTX.log.warn(f"schedule() called with a negative delay ({delay} ns); using 0")
         return 0
@@ -39,14 +41,28 @@ class Action:
     :class:`reactors.mode.Mode` or None.
     """
 
-    __slots__ = ("_v", "_p", "_triggers", "_rq", "_mark", "_sched", "_min_delay", "_spacing",
-                 "_policy", "_queue", "_last", "mode", "_name")
+    __slots__ = (
+        "_v",
+        "_p",
+        "_triggers",
+        "_rq",
+        "_mark",
+        "_sched",
+        "_min_delay",
+        "_spacing",
+        "_policy",
+        "_queue",
+        "_last",
+        "mode",
+        "_name",
+    )
 
     value = property(attrgetter("_v"), doc="Payload of the latest event (None if none).")
     is_present = property(attrgetter("_p"), doc="True iff the action is present at this tag.")
 
-    def __init__(self, name: str, min_delay: int = 0, min_spacing=None, policy: str = "defer",
-                 mode=None):
+    def __init__(
+        self, name: str, min_delay: int = 0, min_spacing=None, policy: str = "defer", mode=None
+    ):
         if policy not in POLICIES:
             raise ValueError(f"action {name}: unknown policy '{policy}'")
         self._name = name
@@ -59,7 +75,7 @@ class Action:
         self._min_delay = min_delay
         self._spacing = min_spacing
         self._policy = policy
-        self._queue = []   # this action's events still in the event queue
+        self._queue = []  # this action's events still in the event queue
         self._last = None  # the latest event scheduled (for min_spacing)
         self.mode = mode
 

@@ -13,14 +13,64 @@ from .action import Action as action_capsule_t
 from .context import CTX
 from .port import Port as port_capsule
 from .reactor import Make, ReactorBase
-from .tag import (BILLION, DAY, DAYS, FOREVER, HOUR, HOURS, MINUTE, MINUTES, MSEC, MSECS,
-                  NEVER, NSEC, NSECS, SEC, SECS, USEC, USECS, WEEK, WEEKS, Tag, instant_t,
-                  interval_t, tag_compare)
+from .tag import (
+    BILLION,
+    DAY,
+    DAYS,
+    FOREVER,
+    HOUR,
+    HOURS,
+    MINUTE,
+    MINUTES,
+    MSEC,
+    MSECS,
+    NEVER,
+    NSEC,
+    NSECS,
+    SEC,
+    SECS,
+    USEC,
+    USECS,
+    WEEK,
+    WEEKS,
+    Tag,
+    instant_t,
+    interval_t,
+    tag_compare,
+)
 
-__all__ = ["lf", "Tag", "request_stop", "get_fed_maxwait", "set_fed_maxwait", "BILLION",
-           "FOREVER", "NEVER", "instant_t", "interval_t", "NSEC", "NSECS", "USEC", "USECS",
-           "MSEC", "MSECS", "SEC", "SECS", "MINUTE", "MINUTES", "HOUR", "HOURS", "DAY", "DAYS",
-           "WEEK", "WEEKS", "Make", "ReactorBase", "action_capsule_t", "port_capsule"]
+__all__ = [
+    "lf",
+    "Tag",
+    "request_stop",
+    "get_fed_maxwait",
+    "set_fed_maxwait",
+    "BILLION",
+    "FOREVER",
+    "NEVER",
+    "instant_t",
+    "interval_t",
+    "NSEC",
+    "NSECS",
+    "USEC",
+    "USECS",
+    "MSEC",
+    "MSECS",
+    "SEC",
+    "SECS",
+    "MINUTE",
+    "MINUTES",
+    "HOUR",
+    "HOURS",
+    "DAY",
+    "DAYS",
+    "WEEK",
+    "WEEKS",
+    "Make",
+    "ReactorBase",
+    "action_capsule_t",
+    "port_capsule",
+]
 
 
 def request_stop() -> None:

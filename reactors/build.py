@@ -21,9 +21,17 @@ from .reactor import Make
 from .timer import Timer
 from .topology import ancestors
 
-TARGET_DEFAULTS = {"timeout": None, "fast": False, "keepalive": False, "logging": "info",
-                   "workers": 1, "single_threaded": False, "tracing": False, "files": [],
-                   "seed": 0}
+TARGET_DEFAULTS = {
+    "timeout": None,
+    "fast": False,
+    "keepalive": False,
+    "logging": "info",
+    "workers": 1,
+    "single_threaded": False,
+    "tracing": False,
+    "files": [],
+    "seed": 0,
+}
 
 
 @dataclass
@@ -33,10 +41,10 @@ class Instance:
     id: int
     name: str
     obj: object
-    parent: "Instance | None"
+    parent: Instance | None
     info: dict
-    enclosing: "Mode | None" = None
-    modal: "ModalState | None" = None
+    enclosing: Mode | None = None
+    modal: ModalState | None = None
 
 
 @dataclass
@@ -50,8 +58,8 @@ class Program:
     ports: list
     actions: list
     timers: list
-    startup: list              # ranks of startup reactions outside modes
-    shutdown: list             # Reaction objects triggered by shutdown
+    startup: list  # ranks of startup reactions outside modes
+    shutdown: list  # Reaction objects triggered by shutdown
     modes: ModeSystem
     mode_capsules: list
     source_map: SourceMap
@@ -85,12 +93,12 @@ class _Builder:
         self.g = graph
         self.smap = SourceMap(getattr(module, "__file__", None), graph.get("line_map", []))
         self.instances: list[Instance] = []
-        self.chan: dict = {}        # (rid, port, ch) -> Port (before root resolution)
-        self.multi: dict = {}       # (rid, port) -> width (-2 for plain)
-        self.root: dict = {}        # (rid, port, ch) -> root Port
+        self.chan: dict = {}  # (rid, port, ch) -> Port (before root resolution)
+        self.multi: dict = {}  # (rid, port) -> width (-2 for plain)
+        self.root: dict = {}  # (rid, port, ch) -> root Port
         self.capsules: dict = {}
-        self.actions: dict = {}     # (rid, name) -> Action
-        self.timers: dict = {}      # (rid, name) -> Timer
+        self.actions: dict = {}  # (rid, name) -> Action
+        self.timers: dict = {}  # (rid, name) -> Timer
         self.mode_capsules: list = []
         self.owned = owned
         self.needed = None if owned is None else ancestors(graph, owned)
@@ -109,15 +117,23 @@ class _Builder:
         modes = [m for inst in self.instances if inst.modal for m in inst.modal.modes.values()]
         states = [inst.modal for inst in self.instances if inst.modal]
         return Program(
-            name=self.g.get("name", "?"), target=target, instances=self.instances,
-            reactions=reactions, ports=roots, actions=list(self.actions.values()),
-            timers=list(self.timers.values()), startup=startup, shutdown=shutdown,
-            modes=ModeSystem(states, modes), mode_capsules=self.mode_capsules,
+            name=self.g.get("name", "?"),
+            target=target,
+            instances=self.instances,
+            reactions=reactions,
+            ports=roots,
+            actions=list(self.actions.values()),
+            timers=list(self.timers.values()),
+            startup=startup,
+            shutdown=shutdown,
+            modes=ModeSystem(states, modes),
+            mode_capsules=self.mode_capsules,
             source_map=self.smap,
             source_directory=self.g.get("source_directory", ""),
             package_directory=self.g.get("package_directory", ""),
             physical_actions=any(isinstance(a, PhysicalAction) for a in self.actions.values()),
-            extra={"roots": self.root})
+            extra={"roots": self.root},
+        )
 
     # ------------------------------------------------------------------ instances
 
@@ -139,10 +155,18 @@ class _Builder:
             fn = info.get("params")
             bank_index = info.get("bank_index", 0)
             try:
-                params = {} if fn is None else self._lookup(fn, "parameter function")(
-                    None if parent is None else parent.obj, bank_index)
-                obj = cls(info["name"], bank_index, params) if self._owns(i) else _shell(
-                    cls, info["name"], bank_index, params)
+                params = (
+                    {}
+                    if fn is None
+                    else self._lookup(fn, "parameter function")(
+                        None if parent is None else parent.obj, bank_index
+                    )
+                )
+                obj = (
+                    cls(info["name"], bank_index, params)
+                    if self._owns(i)
+                    else _shell(cls, info["name"], bank_index, params)
+                )
             except (GraphError, KeyboardInterrupt):
                 raise
             except BaseException as exc:
@@ -152,11 +176,14 @@ class _Builder:
     def _modes(self) -> None:
         for inst in self.instances:
             if not self._owns(inst.id):
-                continue   # placement keeps modal reactors with everything inside them
+                continue  # placement keeps modal reactors with everything inside them
             info = inst.info
             if inst.parent is not None:
-                inst.enclosing = (inst.parent.modal.modes[info["mode"]] if info.get("mode")
-                                  else inst.parent.enclosing)
+                inst.enclosing = (
+                    inst.parent.modal.modes[info["mode"]]
+                    if info.get("mode")
+                    else inst.parent.enclosing
+                )
             if info.get("modes"):
                 st = ModalState(inst.name, inst.obj, inst.id)
                 for m in info["modes"]:
@@ -224,8 +251,13 @@ class _Builder:
             if key not in self.multi:
                 raise GraphError(f"{self._iname(rid)} has no port '{port}'")
             w = self.multi[key]
-            self.capsules[key] = (self._channel(rid, port, 0) if w == -2 else Multiport(
-                [self._channel(rid, port, i) for i in range(w)], f"{self._iname(rid)}.{port}"))
+            self.capsules[key] = (
+                self._channel(rid, port, 0)
+                if w == -2
+                else Multiport(
+                    [self._channel(rid, port, i) for i in range(w)], f"{self._iname(rid)}.{port}"
+                )
+            )
         return self.capsules[key]
 
     def _roots(self, rid: int, port: str) -> list:
@@ -241,12 +273,17 @@ class _Builder:
             for a in inst.info.get("actions", []):
                 cls = PhysicalAction if a.get("origin") == "physical" else Action
                 self.actions[(inst.id, a["name"])] = cls(
-                    f"{inst.name}.{a['name']}", a.get("min_delay") or 0, a.get("min_spacing"),
-                    a.get("policy") or "defer", self._mode_of(inst, a.get("mode")))
+                    f"{inst.name}.{a['name']}",
+                    a.get("min_delay") or 0,
+                    a.get("min_spacing"),
+                    a.get("policy") or "defer",
+                    self._mode_of(inst, a.get("mode")),
+                )
             for t in inst.info.get("timers", []):
                 mode = self._mode_of(inst, t.get("mode"))
-                timer = Timer(f"{inst.name}.{t['name']}", t.get("offset") or 0,
-                              t.get("period") or 0, mode)
+                timer = Timer(
+                    f"{inst.name}.{t['name']}", t.get("offset") or 0, t.get("period") or 0, mode
+                )
                 self.timers[(inst.id, t["name"])] = timer
                 if mode is not None:
                     mode.timers.append(timer)
@@ -263,7 +300,7 @@ class _Builder:
         by_id = {r["id"]: r for r in self.g.get("reactions", [])}
         order = sorted(by_id.values(), key=lambda r: (r["rank"], r["id"]))
         reactions, startup, shutdown = [], [], []
-        triggers: dict = {}   # trigger object -> set of ranks
+        triggers: dict = {}  # trigger object -> set of ranks
         for rank, rx in enumerate(order):
             if not self._owns(rx["reactor"]):
                 reactions.append(None)
@@ -290,16 +327,26 @@ class _Builder:
             body = forward(named.get("src", []), named.get("dst", []))
         else:
             body = self._method(inst, fn)
-        handler = self._method(inst, rx["deadline_function"]) if rx.get(
-            "deadline_function") else None
+        handler = (
+            self._method(inst, rx["deadline_function"]) if rx.get("deadline_function") else None
+        )
         deadline = rx.get("deadline")
         if deadline is not None and handler is None:
             raise GraphError(f"{inst.name} reaction {rx['index']}: deadline without a handler")
         return Reaction(
-            index=rx["index"], name=rx.get("name"), owner=inst.name, body=body, args=args,
-            handler=handler, deadline=deadline, mode=self._mode_of(inst, rx.get("mode")),
-            mutable=mutable, is_shutdown=any(t["kind"] == "shutdown" for t in rx["triggers"]),
-            file=rx.get("file", ""), line=rx.get("line", 0))
+            index=rx["index"],
+            name=rx.get("name"),
+            owner=inst.name,
+            body=body,
+            args=args,
+            handler=handler,
+            deadline=deadline,
+            mode=self._mode_of(inst, rx.get("mode")),
+            mutable=mutable,
+            is_shutdown=any(t["kind"] == "shutdown" for t in rx["triggers"]),
+            file=rx.get("file", ""),
+            line=rx.get("line", 0),
+        )
 
     def _method(self, inst: Instance, name: str):
         fn = getattr(inst.obj, name, None)
@@ -322,8 +369,9 @@ class _Builder:
         if kind == "mode":
             if inst.modal is None or a["mode"] not in inst.modal.modes:
                 raise GraphError(f"{inst.name} has no mode '{a['mode']}'")
-            cap = ModeCapsule(inst.modal, inst.modal.modes[a["mode"]],
-                              a.get("transition") or "reset")
+            cap = ModeCapsule(
+                inst.modal, inst.modal.modes[a["mode"]], a.get("transition") or "reset"
+            )
             self.mode_capsules.append(cap)
             return cap
         if kind == "channels":
@@ -344,11 +392,13 @@ class _Builder:
             if r.mode is not None:
                 r.mode.reset.append(r.rank)
         elif kind == "timer":
-            triggers.setdefault(self._named(self.timers, inst.id, trig["name"], "timer"),
-                                set()).add(r.rank)
+            triggers.setdefault(
+                self._named(self.timers, inst.id, trig["name"], "timer"), set()
+            ).add(r.rank)
         elif kind == "action":
-            triggers.setdefault(self._named(self.actions, inst.id, trig["name"], "action"),
-                                set()).add(r.rank)
+            triggers.setdefault(
+                self._named(self.actions, inst.id, trig["name"], "action"), set()
+            ).add(r.rank)
         elif kind == "port":
             for port in self._roots(trig["reactor"], trig["name"]):
                 triggers.setdefault(port, set()).add(r.rank)
@@ -391,9 +441,14 @@ def load_graph(path: str) -> dict:
 
 def absolutize(graph: dict, base: str) -> dict:
     """Make the graph's relative paths absolute against directory ``base`` (in place)."""
+
     def fix(p):
-        return p if not isinstance(p, str) or os.path.isabs(p) else os.path.normpath(
-            os.path.join(base, p))
+        return (
+            p
+            if not isinstance(p, str) or os.path.isabs(p)
+            else os.path.normpath(os.path.join(base, p))
+        )
+
     for key in ("main_file", "source_directory", "package_directory"):
         if key in graph:
             graph[key] = fix(graph[key])

@@ -22,9 +22,36 @@ from __future__ import annotations
 from datetime import datetime
 from time import time_ns
 
-from .sync import (ABORT, CODE, COORD_SLEEP, DONE, FAILS, FINISHED, GO_M, GO_SEQ, GO_T, LOST,
-                   NEXT_M, NEXT_T, NONE_T, PRINTED, REQ_M, REQ_T, REV, RUNNING, SLEEP, START_T,
-                   STATE, STATUS, STOP_M, STOP_T, W_FAILED, W_READY, ring_if_sleeping, wait)
+from .sync import (
+    ABORT,
+    CODE,
+    COORD_SLEEP,
+    DONE,
+    FAILS,
+    FINISHED,
+    GO_M,
+    GO_SEQ,
+    GO_T,
+    LOST,
+    NEXT_M,
+    NEXT_T,
+    NONE_T,
+    PRINTED,
+    REQ_M,
+    REQ_T,
+    REV,
+    RUNNING,
+    SLEEP,
+    START_T,
+    STATE,
+    STATUS,
+    STOP_M,
+    STOP_T,
+    W_FAILED,
+    W_READY,
+    ring_if_sleeping,
+    wait,
+)
 from .tag import FOREVER, NEVER_INT64
 
 
@@ -57,7 +84,7 @@ def write_output(ctl, outputs, seq: int, stream) -> None:
         return
     chunks = []
     for port, reader in outputs:
-        if cells[reader.state_cell] == 2 * seq + 1:   # that worker sent text of tag seq
+        if cells[reader.state_cell] == 2 * seq + 1:  # that worker sent text of tag seq
             port._p = False
             reader.receive(seq)
             chunks += port._v
@@ -78,8 +105,22 @@ class Coordinator:
     coordinator waits on worker 0's), ``supervisor`` wakes the supervising process or thread;
     ``outputs`` as for :func:`write_output`; ``stream`` the real stdout. Times are ns."""
 
-    def __init__(self, ctl, bells, supervisor, outputs, stream, *, fast=False,
-                 keepalive=False, timeout=None, start_multiple=0, log, spin_ns=0, idle=None):
+    def __init__(
+        self,
+        ctl,
+        bells,
+        supervisor,
+        outputs,
+        stream,
+        *,
+        fast=False,
+        keepalive=False,
+        timeout=None,
+        start_multiple=0,
+        log,
+        spin_ns=0,
+        idle=None,
+    ):
         self.ctl = ctl
         self.cells = ctl.cells
         self.bells = bells
@@ -118,8 +159,10 @@ class Coordinator:
         self.start_time = self.time = start
         if self.timeout is not None:
             self.stop_time = min(start + self.timeout, FOREVER)
-        self.log.log(f"---- Start execution on {datetime.now():%a %b %d %H:%M:%S %Y} ---- "
-                     f"plus {start % 1_000_000_000} nanoseconds")
+        self.log.log(
+            f"---- Start execution on {datetime.now():%a %b %d %H:%M:%S %Y} ---- "
+            f"plus {start % 1_000_000_000} nanoseconds"
+        )
         if not self.fast and start > now:
             self._sleep_until(start, interruptible=False)
         self.phys_seen = time_ns()
@@ -164,6 +207,7 @@ class Coordinator:
     def _check_failed(self) -> None:
         if self.cells[FAILS] or self.cells[STATE] == ABORT:
             from .worker import Aborted
+
             raise Aborted()
 
     def _reports(self) -> tuple:
@@ -190,7 +234,7 @@ class Coordinator:
     def _revised(self) -> bool:
         worker = self.worker
         if len(worker.inbox) > worker._accounted:
-            worker._provisional()      # worker 0's own threads posted something
+            worker._provisional()  # worker 0's own threads posted something
         cells = self.cells
         return any(cells[b + REV] != r for b, r in zip(self.bases, self.revs))
 

@@ -138,8 +138,10 @@ def report(exc: BaseException, what: str, smap: SourceMap, fallback=None, log=No
 
 
 def _has_user_frames(exc: BaseException) -> bool:
-    return any(os.path.dirname(os.path.abspath(fs.filename)) != _RUNTIME_DIR
-               for fs in traceback.extract_tb(exc.__traceback__))
+    return any(
+        os.path.dirname(os.path.abspath(fs.filename)) != _RUNTIME_DIR
+        for fs in traceback.extract_tb(exc.__traceback__)
+    )
 
 
 def _where(loc) -> str:

@@ -45,9 +45,9 @@ class Options:
     workers: int = 1
     start_multiple: int = 0
     help: bool = False
-    backend: str | None = None      # None: processes on a GIL build, threads without GIL
-    digest: str | None = None       # path of the port-value digest file (reactors.trace)
-    trace_file: str | None = None   # path of the timing trace (target property `tracing`)
+    backend: str | None = None  # None: processes on a GIL build, threads without GIL
+    digest: str | None = None  # path of the port-value digest file (reactors.trace)
+    trace_file: str | None = None  # path of the timing trace (target property `tracing`)
 
 
 def parse_options(argv: list, target: dict) -> Options:
@@ -55,8 +55,12 @@ def parse_options(argv: list, target: dict) -> Options:
 
     Raises LaunchError for an unknown option or a malformed value.
     """
-    o = Options(fast=bool(target.get("fast")), keepalive=bool(target.get("keepalive")),
-                timeout=target.get("timeout"), workers=int(target.get("workers") or 1))
+    o = Options(
+        fast=bool(target.get("fast")),
+        keepalive=bool(target.get("keepalive")),
+        timeout=target.get("timeout"),
+        workers=int(target.get("workers") or 1),
+    )
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -117,7 +121,7 @@ def _program_args(argv):
     argv = list(argv)
     first = argv[0] if argv else "-"
     if not first.startswith("-") and (first.endswith(".py") or os.path.exists(first)):
-        return argv[1:]   # argv[0] is the program (sys.argv style)
+        return argv[1:]  # argv[0] is the program (sys.argv style)
     return argv
 
 
@@ -156,8 +160,9 @@ def run_graph(module, graph: dict, args=()) -> int:
     CTX.package_directory = graph.get("package_directory", "")
     if target.get("tracing"):
         opts.trace_file = os.path.abspath(f"{graph.get('name', 'program')}.trace.json")
-    if opts.workers != 1:   # one worker (the default) does not even import the parallel code
+    if opts.workers != 1:  # one worker (the default) does not even import the parallel code
         from . import parallel
+
         workers = parallel.workers_for(graph, opts.workers)
         if workers > 1:
             return parallel.run(module, graph, opts, log, workers)
@@ -177,9 +182,15 @@ def _run(module, graph: dict, opts: Options, log: Log) -> int:
         return STATUS_INTERRUPTED
     if opts.fast and program.physical_actions:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
-    sched = Scheduler(program, Clock(), fast=opts.fast,
-                      keepalive=opts.keepalive,
-                      timeout=opts.timeout, start_multiple=opts.start_multiple, log=log)
+    sched = Scheduler(
+        program,
+        Clock(),
+        fast=opts.fast,
+        keepalive=opts.keepalive,
+        timeout=opts.timeout,
+        start_multiple=opts.start_multiple,
+        log=log,
+    )
     records = _recorders(sched, opts)
     try:
         sched.run()
@@ -200,6 +211,7 @@ def _recorders(sched, opts):
     if not (opts.digest or opts.trace_file):
         return None, None
     from .trace import Digest, Timeline, record_single
+
     digest = record_single(sched, Digest()) if opts.digest else None
     timeline = None
     if opts.trace_file:
@@ -213,6 +225,7 @@ def _write_records(records, opts) -> None:
     if digest is None and timeline is None:
         return
     from .trace import merge, write_timeline
+
     if digest is not None:
         digest.final()
         digest.digest.write(opts.digest + ".w0")

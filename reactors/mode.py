@@ -22,10 +22,21 @@ class Mode:
     left; ``leave_time`` (ns) is when that happened.
     """
 
-    __slots__ = ("name", "state", "enclosing", "active", "ever_active", "leave_time",
-                 "suspended", "startup", "reset", "timers", "nested")
+    __slots__ = (
+        "name",
+        "state",
+        "enclosing",
+        "active",
+        "ever_active",
+        "leave_time",
+        "suspended",
+        "startup",
+        "reset",
+        "timers",
+        "nested",
+    )
 
-    def __init__(self, name: str, state: "ModalState", enclosing):
+    def __init__(self, name: str, state: ModalState, enclosing):
         self.name = name
         self.state = state
         self.enclosing = enclosing
@@ -36,9 +47,9 @@ class Mode:
         self.startup = []
         self.reset = []
         self.timers = []
-        self.nested = []   # modes whose enclosing chain passes through this one
+        self.nested = []  # modes whose enclosing chain passes through this one
 
-    def within(self, other: "Mode") -> bool:
+    def within(self, other: Mode) -> bool:
         """True iff ``other`` is this mode or one of its enclosing modes."""
         m = self
         while m is not None:
@@ -54,8 +65,17 @@ class Mode:
 class ModalState:
     """The modes of one modal reactor instance, its current mode and pending request."""
 
-    __slots__ = ("name", "instance", "modes", "initial", "current", "request", "kind",
-                 "order", "nested_instances")
+    __slots__ = (
+        "name",
+        "instance",
+        "modes",
+        "initial",
+        "current",
+        "request",
+        "kind",
+        "order",
+        "nested_instances",
+    )
 
     def __init__(self, name: str, instance, order: int):
         self.name = name
@@ -66,7 +86,7 @@ class ModalState:
         self.request = None
         self.kind = None
         self.order = order
-        self.nested_instances = {}   # mode name -> instances nested (transitively) inside it
+        self.nested_instances = {}  # mode name -> instances nested (transitively) inside it
 
 
 class ModeCapsule:
@@ -159,7 +179,7 @@ class ModeSystem:
             if kind == "reset":
                 targets.append(target)
         reset = set()
-        for target in targets:   # after all requests: a hierarchical reset wins over nested ones
+        for target in targets:  # after all requests: a hierarchical reset wins over nested ones
             reset.add(target)
             reset.update(target.nested)
             _reset_state(target.state, target)
@@ -201,7 +221,7 @@ class ModeSystem:
     def _resume(self, sched, mode: Mode, t: int, m: int) -> None:
         """History entry: re-queue suspended events with their remaining delay."""
         events, mode.suspended = mode.suspended, []
-        for tgt, et, em, value in events:
+        for tgt, et, _em, value in events:
             remaining = et - mode.leave_time
             nt, nm = (t + remaining, 0) if remaining > 0 else (t, m + 1)
             tgt._resume(nt, nm, value)

@@ -80,13 +80,16 @@ def run(module, graph: dict, opts, log, workers: int) -> int:
     backend = opts.backend or default_backend()
     plan = make_plan(graph, workers)
     log.log(f"---- Running on {workers} workers ({backend})")
-    if opts.fast and any(a.get("origin") == "physical" for r in graph["reactors"]
-                         for a in r.get("actions", [])):
+    if opts.fast and any(
+        a.get("origin") == "physical" for r in graph["reactors"] for a in r.get("actions", [])
+    ):
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     if backend == "threads":
         from .threads import run_threads
+
         return run_threads(module, graph, plan, opts, log)
     from .processes import run_processes
+
     return run_processes(module, graph, plan, opts, log)
 
 
@@ -94,8 +97,11 @@ def written_ports(graph: dict, program, owned: set) -> list:
     """The root ports written by reactions of the reactors in ``owned``."""
     acc = access(graph)
     roots = program.extra["roots"]
-    return [roots[root] for root, ranks in acc.writes.items()
-            if any(acc.reactor[r] in owned for r in ranks)]
+    return [
+        roots[root]
+        for root, ranks in acc.writes.items()
+        if any(acc.reactor[r] in owned for r in ranks)
+    ]
 
 
 def output_readers(channels, plan: Plan) -> list:
@@ -104,8 +110,20 @@ def output_readers(channels, plan: Plan) -> list:
     return [(p, channels.reader(len(plan.crossings) + w, p)) for w, p in enumerate(ports)]
 
 
-def worker_main(module, graph: dict, plan: Plan, me: int, ctl, bells, channels, spin_ns: int,
-                idle, opts, log, captured) -> int:
+def worker_main(
+    module,
+    graph: dict,
+    plan: Plan,
+    me: int,
+    ctl,
+    bells,
+    channels,
+    spin_ns: int,
+    idle,
+    opts,
+    log,
+    captured,
+) -> int:
     """Build worker ``me``'s share of the program and run it; returns its exit status
     (failures are reported here, on stderr, and told to the supervisor). ``captured`` is
     the :class:`reactors.worker.Captured` stdout of this worker's reactions; worker 0 also
@@ -127,21 +145,32 @@ def worker_main(module, graph: dict, plan: Plan, me: int, ctl, bells, channels, 
                 w = channels.writer(c.index, c.readers, roots[c.root])
                 outgoing.append((c.last_write, w, c.readers))
             elif me in c.readers:
-                incoming.append((c.first_read[me], channels.reader(c.index, roots[c.root]),
-                                 c.index))
+                incoming.append(
+                    (c.first_read[me], channels.reader(c.index, roots[c.root]), c.index)
+                )
         port = OutputPort()
         output = (captured, (port, channels.writer(len(plan.crossings) + me, (), port)))
-        digest = (Digest(written_ports(graph, program, plan.owned[me]))
-                  if opts.digest else None)
+        digest = Digest(written_ports(graph, program, plan.owned[me])) if opts.digest else None
         link = Link(ctl, me, bells, spin_ns, idle, incoming, outgoing, output)
         coord = None
         if me == 0:
-            coord = Coordinator(ctl, bells, bells[-1], output_readers(channels, plan),
-                                captured.real, fast=opts.fast, keepalive=opts.keepalive,
-                                timeout=opts.timeout, start_multiple=opts.start_multiple,
-                                log=log, spin_ns=spin_ns, idle=idle)
-        sched = WorkerScheduler(program, link, keepalive=opts.keepalive, log=log,
-                                recorder=digest, coordinator=coord)
+            coord = Coordinator(
+                ctl,
+                bells,
+                bells[-1],
+                output_readers(channels, plan),
+                captured.real,
+                fast=opts.fast,
+                keepalive=opts.keepalive,
+                timeout=opts.timeout,
+                start_multiple=opts.start_multiple,
+                log=log,
+                spin_ns=spin_ns,
+                idle=idle,
+            )
+        sched = WorkerScheduler(
+            program, link, keepalive=opts.keepalive, log=log, recorder=digest, coordinator=coord
+        )
         timeline = Timeline(me) if graph.get("target", {}).get("tracing") else None
         if timeline is not None:
             timeline.wrap(sched)
@@ -182,7 +211,7 @@ def _failed(ctl, bells, me: int, status: int) -> int:
     base = ctl.worker_base(me)
     ctl.cells[base + CODE] = status
     ctl.cells[base + STATUS] = W_FAILED
-    ctl.cells[FAILS] = 1          # every failing worker writes the same value: no race
+    ctl.cells[FAILS] = 1  # every failing worker writes the same value: no race
     bells[-1].ring()
     bells[0].ring()
     return status
@@ -199,7 +228,7 @@ def supervise(ctl, bell, idle=None) -> int:
         if cells[STATE] == FINISHED:
             return 0
         if cells[FAILS]:
-            f = failure(ctl)      # FAILS is written after the worker's STATUS
+            f = failure(ctl)  # FAILS is written after the worker's STATUS
             if f is not None:
                 raise f
         ready = bell.wait(0.5)

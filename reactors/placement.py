@@ -41,14 +41,14 @@ class _Union:
     def join(self, a: int, b: int) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
-            self.up[max(ra, rb)] = min(ra, rb)   # the lowest id stays the representative
+            self.up[max(ra, rb)] = min(ra, rb)  # the lowest id stays the representative
 
 
 def groups(graph: dict) -> list:
     """``group[reactor id]``: the lowest instance id of the group it must share a worker with."""
     reactors = graph["reactors"]
     u = _Union(len(reactors))
-    for inst in reactors:   # parents come before children
+    for inst in reactors:  # parents come before children
         p = inst.get("parent")
         while p is not None:
             if reactors[p].get("modes"):

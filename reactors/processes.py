@@ -28,15 +28,22 @@ from multiprocessing import reduction
 from .context import CTX
 from .coordinator import WorkerFailed
 from .log import Log
-from .parallel import (channel_count, merge_records, output_readers, stop_workers, supervise,
-                       worker_main, write_pending_output)
+from .parallel import (
+    channel_count,
+    merge_records,
+    output_readers,
+    stop_workers,
+    supervise,
+    worker_main,
+    write_pending_output,
+)
 from .shm import Reader, Segment, Writer, unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .worker import Aborted, Captured
 
-SPIN_NS = 50_000          # spin (with sched_yield) this long before blocking, ns
-_GRACE_S = 2.0            # how long stopped workers get to exit before SIGTERM, then SIGKILL
-_EXIT_S = 60.0            # how long finished workers get to write their records and exit
+SPIN_NS = 50_000  # spin (with sched_yield) this long before blocking, ns
+_GRACE_S = 2.0  # how long stopped workers get to exit before SIGTERM, then SIGKILL
+_EXIT_S = 60.0  # how long finished workers get to write their records and exit
 STATUS_TERMINATED = 128 + signal.SIGTERM
 
 
@@ -112,7 +119,7 @@ def run_processes(module, graph: dict, plan, opts, log) -> int:
     seg = Segment(prefix + "ctl", True, Control.size(n, channel_count(plan)))
     ctl = Control(seg.buf, n, channel_count(plan))
     ctl.init()
-    fds = [FdBell.new() for _ in range(n + 1)]     # one per worker, then the supervisor's
+    fds = [FdBell.new() for _ in range(n + 1)]  # one per worker, then the supervisor's
     procs = []
     status, message = 1, None
     old_term = _on_sigterm()
@@ -120,9 +127,8 @@ def run_processes(module, graph: dict, plan, opts, log) -> int:
         _spawn(module, graph, plan, opts, prefix, fds, procs)
         sentinels = {p.sentinel: w for w, p in enumerate(procs)}
         bell = FdBell(fds[n], extra=sentinels)
-        status = supervise(ctl, bell, lambda ready: _check_dead(ready, sentinels, procs, ctl,
-                                                                bell))
-        for p in procs:           # workers write their records, then exit
+        status = supervise(ctl, bell, lambda ready: _check_dead(ready, sentinels, procs, ctl, bell))
+        for p in procs:  # workers write their records, then exit
             p.join(_EXIT_S)
         merge_records(opts, n)
     except WorkerFailed as f:
@@ -134,15 +140,14 @@ def run_processes(module, graph: dict, plan, opts, log) -> int:
     except Terminated:
         status, message = STATUS_TERMINATED, "---- Terminated (SIGTERM); stopping."
     finally:
-        saved = _ignore_signals()    # a second Ctrl-C or SIGTERM must not cut the clean-up
+        saved = _ignore_signals()  # a second Ctrl-C or SIGTERM must not cut the clean-up
         stop_workers(ctl, [_EventFd(f) for f in fds[:n]])
         _shutdown(procs)
-        write_pending_output(ctl, output_readers(ShmChannels(ctl, prefix, 0), plan),
-                             sys.stdout)
+        write_pending_output(ctl, output_readers(ShmChannels(ctl, prefix, 0), plan), sys.stdout)
         ctl.release()
         try:
             seg.close()
-        except BufferError:   # a view is still alive somewhere: the mapping goes at exit
+        except BufferError:  # a view is still alive somewhere: the mapping goes at exit
             pass
         unlink_prefix(prefix)
         for f in fds:
@@ -169,8 +174,18 @@ def _spawn(module, graph: dict, plan, opts, prefix: str, fds: list, procs: list)
     path = os.path.abspath(module.__file__)
     level = graph.get("target", {}).get("logging") or "info"
     for w in range(plan.workers):
-        spec = _Spec(path, module.__name__, graph, plan, w, prefix, [_Fd(f) for f in fds],
-                     opts, level, os.getpid())
+        spec = _Spec(
+            path,
+            module.__name__,
+            graph,
+            plan,
+            w,
+            prefix,
+            [_Fd(f) for f in fds],
+            opts,
+            level,
+            os.getpid(),
+        )
         p = ctx.Process(target=_child, args=(spec,), name=f"lf-worker-{w}", daemon=True)
         p.start()
         procs.append(p)
@@ -184,14 +199,17 @@ def _check_dead(ready, sentinels: dict, procs, ctl, bell) -> None:
         if w is None:
             continue
         p = procs[w]
-        p.join(1.0)     # the sentinel closes a moment before the exit status is known
+        p.join(1.0)  # the sentinel closes a moment before the exit status is known
         status = ctl.cells[ctl.worker_base(w) + STATUS]
         bell.poll.unregister(fd)
         if status == W_FAILED or (status == W_FINISHED and p.exitcode == 0):
             continue
         code = p.exitcode
-        why = (f"was killed by signal {signal.Signals(-code).name}" if code and code < 0
-               else f"exited unexpectedly with status {code}")
+        why = (
+            f"was killed by signal {signal.Signals(-code).name}"
+            if code and code < 0
+            else f"exited unexpectedly with status {code}"
+        )
         raise WorkerDied(f"worker {w} {why}", w)
 
 
@@ -220,6 +238,7 @@ def _on_sigterm():
 
     def handler(signum, frame):
         raise Terminated()
+
     return signal.signal(signal.SIGTERM, handler)
 
 
@@ -227,8 +246,10 @@ def _ignore_signals():
     """Ignore SIGINT and SIGTERM (during the clean-up); the handlers to restore."""
     if not _main_thread():
         return None
-    return (signal.signal(signal.SIGINT, signal.SIG_IGN),
-            signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    return (
+        signal.signal(signal.SIGINT, signal.SIG_IGN),
+        signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )
 
 
 def _restore_signals(saved, old_term) -> None:
@@ -250,10 +271,12 @@ def _import(path: str, name: str):
     back to ``__main__``.
     """
     mod = sys.modules.get("__mp_main__" if name == "__main__" else name)
-    if mod is None or os.path.realpath(getattr(mod, "__file__", "") or "") != \
-            os.path.realpath(path):
+    if mod is None or os.path.realpath(getattr(mod, "__file__", "") or "") != os.path.realpath(
+        path
+    ):
         spec = importlib.util.spec_from_file_location(
-            "__mp_main__" if name == "__main__" else name, path)
+            "__mp_main__" if name == "__main__" else name, path
+        )
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
@@ -270,12 +293,12 @@ def _import(path: str, name: str):
 
 def _child(spec: _Spec) -> None:
     """Entry point of a worker process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the supervisor handles Ctrl-C
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     fds = list(spec.fds)
     n = spec.plan.workers
     try:
         seg = Segment(spec.prefix + "ctl")
-    except FileNotFoundError:                        # the run already ended
+    except FileNotFoundError:  # the run already ended
         sys.exit(1)
     ctl = Control(seg.buf, n, channel_count(spec.plan))
     bells = [FdBell(f) for f in fds]
@@ -288,18 +311,34 @@ def _child(spec: _Spec) -> None:
         if os.getppid() != spec.parent:
             unlink_prefix(spec.prefix)
             raise Aborted()
+
     status = 1
     try:
         module = _import(spec.module_path, spec.module_name)
         captured = Captured(sys.stdout, owner=threading.get_ident())
         sys.stdout = captured
-        status = worker_main(module, spec.graph, spec.plan, spec.me, ctl, bells, channels,
-                             SPIN_NS, idle, spec.opts, log, captured)
-    except BaseException as exc:   # importing the program failed
+        status = worker_main(
+            module,
+            spec.graph,
+            spec.plan,
+            spec.me,
+            ctl,
+            bells,
+            channels,
+            SPIN_NS,
+            idle,
+            spec.opts,
+            log,
+            captured,
+        )
+    except BaseException as exc:  # importing the program failed
         from .errors import SourceMap, report
-        status = report(exc, f"worker {spec.me} (importing the program)",
-                        SourceMap(None, []), log=log)
+
+        status = report(
+            exc, f"worker {spec.me} (importing the program)", SourceMap(None, []), log=log
+        )
         from .parallel import _failed
+
         _failed(ctl, bells, spec.me, status)
     finally:
         sys.stdout = sys.__stdout__

@@ -23,6 +23,7 @@ def forward(src, dst):
         for s, d in pairs:
             if s._p:
                 d.set(s._v)
+
     return _lf_forward
 
 
@@ -37,11 +38,40 @@ class Reaction:
     ``file``/``line`` (the ``.lf`` position).
     """
 
-    __slots__ = ("rank", "index", "name", "owner", "body", "handler", "args", "deadline",
-                 "mode", "mutable", "is_shutdown", "file", "line", "cur_args", "_sched")
+    __slots__ = (
+        "rank",
+        "index",
+        "name",
+        "owner",
+        "body",
+        "handler",
+        "args",
+        "deadline",
+        "mode",
+        "mutable",
+        "is_shutdown",
+        "file",
+        "line",
+        "cur_args",
+        "_sched",
+    )
 
-    def __init__(self, *, index, name, owner, body, args, handler=None, deadline=None,
-                 mode=None, mutable=(), is_shutdown=False, file="", line=0):
+    def __init__(
+        self,
+        *,
+        index,
+        name,
+        owner,
+        body,
+        args,
+        handler=None,
+        deadline=None,
+        mode=None,
+        mutable=(),
+        is_shutdown=False,
+        file="",
+        line=0,
+    ):
         self.rank = -1
         self.index = index
         self.name = name
@@ -69,7 +99,7 @@ class Reaction:
             return self.invoke, ()
         fn = self.body
         func, obj = getattr(fn, "__func__", None), getattr(fn, "__self__", None)
-        if func is not None and obj is not None:   # a bound method: call the function directly
+        if func is not None and obj is not None:  # a bound method: call the function directly
             return func, (obj, *self.args)
         return fn, self.args
 

@@ -33,8 +33,17 @@ class Scheduler:
     raised (None if the error came from elsewhere).
     """
 
-    def __init__(self, program, clock, *, fast=False, keepalive=False, timeout=None,
-                 start_multiple=0, log=None):
+    def __init__(
+        self,
+        program,
+        clock,
+        *,
+        fast=False,
+        keepalive=False,
+        timeout=None,
+        start_multiple=0,
+        log=None,
+    ):
         self.program = program
         self.clock = clock
         self.fast = bool(fast)
@@ -51,13 +60,13 @@ class Scheduler:
         self.transitions = []
         self.table = [None if r is None else r.entry() for r in program.reactions]
         self.modes = program.modes
-        self.current = None      # the running reaction that has a deadline, if any
-        self.stopping = False    # at the stop tag (shutdown reactions are running)
+        self.current = None  # the running reaction that has a deadline, if any
+        self.stopping = False  # at the stop tag (shutdown reactions are running)
         self.finished = False
         self.failed = None
         self.time = self.micro = self.start_time = 0
         self.stop_time, self.stop_micro = FOREVER, 0
-        self.phys_seen = NEVER_INT64   # a lower bound of the current physical time
+        self.phys_seen = NEVER_INT64  # a lower bound of the current physical time
         self.phys_start = 0
         self._thread = None
         self._attach()
@@ -119,8 +128,10 @@ class Scheduler:
         self.micro = 0
         if self.timeout is not None:
             self.stop_time = min(start + self.timeout, FOREVER)
-        self.log.log(f"---- Start execution on {datetime.now():%a %b %d %H:%M:%S %Y} ---- "
-                     f"plus {start % 1_000_000_000} nanoseconds")
+        self.log.log(
+            f"---- Start execution on {datetime.now():%a %b %d %H:%M:%S %Y} ---- "
+            f"plus {start % 1_000_000_000} nanoseconds"
+        )
         if not self.fast and start > now:
             clock.wait_until(start)
         self.phys_seen = clock.now()
@@ -150,8 +161,9 @@ class Scheduler:
         if lost:
             self.log.warn(f"---- {lost} future action event(s) after the stop tag were discarded.")
         self.log.log(f"---- Elapsed logical time (in nsec): {self.time - self.start_time:,}")
-        self.log.log(f"---- Elapsed physical time (in nsec): "
-                     f"{self.clock.now() - self.phys_start:,}")
+        self.log.log(
+            f"---- Elapsed physical time (in nsec): {self.clock.now() - self.phys_start:,}"
+        )
 
     def _trigger_shutdown(self) -> None:
         self.stopping = True
@@ -194,8 +206,12 @@ class Scheduler:
                     top = events[0]
                     nt = top[0]
                     nm = top[1]
-                    if (top[3] is None or nt > st or (nt == st and nm > sm)
-                            or (not fast and nt > self.phys_seen)):
+                    if (
+                        top[3] is None
+                        or nt > st
+                        or (nt == st and nm > sm)
+                        or (not fast and nt > self.phys_seen)
+                    ):
                         nt, nm = self._next_tag()
                         st, sm = self.stop_time, self.stop_micro
                 else:

@@ -39,7 +39,7 @@ _INLINE_BYTES = 8 * INLINE_CELLS
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 _ALIGN = 64
 _PAGE = 4096
-_COPY_AFTER = 2   # held-by-the-program slots before a reader switches to copying
+_COPY_AFTER = 2  # held-by-the-program slots before a reader switches to copying
 
 
 class Segment(shared_memory.SharedMemory):
@@ -97,19 +97,24 @@ def _tensor_type():
 
 
 def _array_meta(a) -> bytes:
-    return f"{a.dtype.str};{','.join(map(str, a.shape))}".encode()   # "<f4;210,160,3"
+    return f"{a.dtype.str};{','.join(map(str, a.shape))}".encode()  # "<f4;210,160,3"
 
 
 def _parse_meta(meta: bytes):
     import numpy as np
+
     dt, _, shape = meta.decode().partition(";")
     return np.dtype(dt), tuple(int(x) for x in shape.split(",") if x)
 
 
 def _plain_array(v) -> bool:
-    ndarray = getattr(sys.modules.get("numpy"), "ndarray", None)   # no numpy, no arrays
-    return (ndarray is not None and v.__class__ is ndarray and not v.dtype.hasobject
-            and v.dtype.fields is None)
+    ndarray = getattr(sys.modules.get("numpy"), "ndarray", None)  # no numpy, no arrays
+    return (
+        ndarray is not None
+        and v.__class__ is ndarray
+        and not v.dtype.hasobject
+        and v.dtype.fields is None
+    )
 
 
 class Writer:
@@ -123,7 +128,7 @@ class Writer:
         self.held_cells = [base + C_HELD + r for r in readers]
         self.port = port
         self.prefix = f"{prefix}c{index}"
-        self.slots = []       # [Segment, generation, capacity]
+        self.slots = []  # [Segment, generation, capacity]
 
     def publish(self, seq: int) -> None:
         """Store the port's value if present, then publish ``(seq, present)``. None, bools,
@@ -153,8 +158,13 @@ class Writer:
         tensor = _tensor_type()
         if _plain_array(v):
             kind, arr, meta = K_ARRAY, v, _array_meta(v)
-        elif (tensor is not None and isinstance(v, tensor) and v.device.type == "cpu"
-              and not v.requires_grad and _numpy_able(v)):
+        elif (
+            tensor is not None
+            and isinstance(v, tensor)
+            and v.device.type == "cpu"
+            and not v.requires_grad
+            and _numpy_able(v)
+        ):
             arr = v.resolve_conj().resolve_neg().numpy()
             kind, meta = K_TENSOR, _array_meta(arr)
         else:
@@ -163,11 +173,10 @@ class Writer:
         off = -(-len(meta) // _ALIGN) * _ALIGN
         slot = self._slot(off + arr.nbytes)
         buf = self.slots[slot][0].buf
-        buf[:len(meta)] = meta
+        buf[: len(meta)] = meta
         if arr.nbytes:
             np = sys.modules["numpy"]
-            np.copyto(np.ndarray(arr.shape, arr.dtype, buffer=buf, offset=off), arr,
-                      casting="no")
+            np.copyto(np.ndarray(arr.shape, arr.dtype, buffer=buf, offset=off), arr, casting="no")
         self._header(kind, slot, arr.nbytes, len(meta))
 
     def _store_pickle(self, v) -> None:
@@ -178,10 +187,11 @@ class Writer:
             raise TypeError(
                 f"the value set on {self.port._name} ({type(v).__name__}) cannot cross "
                 f"workers: it cannot be pickled ({e}). Place its writer and readers on one "
-                f"worker with @worker(n), or run with one worker.") from e
+                f"worker with @worker(n), or run with one worker."
+            ) from e
         if not bufs and len(main) <= _INLINE_BYTES:
             off = 8 * self.inline
-            self.raw[off:off + len(main)] = main
+            self.raw[off : off + len(main)] = main
             self.cells[self.base + C_NBYTES] = len(main)
             self.cells[self.base + C_KIND] = K_SMALL
             return
@@ -192,10 +202,10 @@ class Writer:
         buf = self.slots[slot][0].buf
         pos = len(lens)
         buf[:pos] = lens
-        buf[pos:pos + len(main)] = main
+        buf[pos : pos + len(main)] = main
         pos += len(main)
         for r in raws:
-            buf[pos:pos + r.nbytes] = r.cast("B")
+            buf[pos : pos + r.nbytes] = r.cast("B")
             pos += r.nbytes
         self._header(K_PICKLE, slot, total, len(lens))
 
@@ -225,8 +235,10 @@ class Writer:
         else:
             i, gen = len(self.slots), 0
             if i >= 63:
-                raise RuntimeError(f"{self.port._name}: more than 63 values of this channel "
-                                   "are still referenced by readers")
+                raise RuntimeError(
+                    f"{self.port._name}: more than 63 values of this channel "
+                    "are still referenced by readers"
+                )
             self.slots.append(None)
         self.slots[i] = [Segment(f"{self.prefix}s{i}g{gen}", True, size), gen, size]
         return i
@@ -257,8 +269,8 @@ class Reader:
         self.state_cell = base + C_STATE
         self.port = port
         self.prefix = f"{prefix}c{index}"
-        self.maps = {}        # slot -> (generation, Segment)
-        self.held = {}        # slot -> the array handed out from it
+        self.maps = {}  # slot -> (generation, Segment)
+        self.held = {}  # slot -> the array handed out from it
         self.copying = False
 
     def receive(self, seq: int) -> None:
@@ -277,7 +289,7 @@ class Reader:
                 value = self.floats[self.inline]
             elif kind == K_SMALL:
                 off = 8 * self.inline
-                value = pickle.loads(self.raw[off:off + c[b + C_NBYTES]])
+                value = pickle.loads(self.raw[off : off + c[b + C_NBYTES]])
             else:
                 value = kind == K_TRUE
         elif kind == K_NONE:
@@ -298,10 +310,14 @@ class Reader:
             value = self._unpickle(buf, meta)
         else:
             import numpy as np
+
             dtype, shape = _parse_meta(bytes(buf[:meta]))
             off = -(-meta // _ALIGN) * _ALIGN
-            arr = np.ndarray(shape, dtype, buffer=buf, offset=off) if nbytes else np.empty(
-                shape, dtype)
+            arr = (
+                np.ndarray(shape, dtype, buffer=buf, offset=off)
+                if nbytes
+                else np.empty(shape, dtype)
+            )
             if kind == K_TENSOR:
                 value = sys.modules["torch"].from_numpy(arr.copy())
             elif self.copying or not nbytes:
@@ -342,10 +358,10 @@ class Reader:
         head.frombytes(bytes(buf[:meta]))
         n_main, n_bufs, sizes = head[0], head[1], head[2:]
         pos = meta
-        main = bytes(buf[pos:pos + n_main])
+        main = bytes(buf[pos : pos + n_main])
         pos += n_main
         bufs = []
         for n in sizes[:n_bufs]:
-            bufs.append(bytearray(buf[pos:pos + n]))
+            bufs.append(bytearray(buf[pos : pos + n]))
             pos += n
         return pickle.loads(main, buffers=bufs)

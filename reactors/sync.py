@@ -39,7 +39,7 @@ C_STATE, C_KIND, C_SLOT, C_GEN, C_NBYTES, C_META = range(6)
 C_HELD = 6
 INLINE_CELLS = 32
 
-NONE_T = 0x7FFF_FFFF_FFFF_FFFF   # "no tag" (FOREVER)
+NONE_T = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
 
 
 class Control:
@@ -51,7 +51,7 @@ class Control:
     def __init__(self, buf, workers: int, channels: int):
         self.workers = workers
         self.channels = channels
-        self.raw = memoryview(buf).cast("B")[:self.size(workers, channels)]
+        self.raw = memoryview(buf).cast("B")[: self.size(workers, channels)]
         self.cells = self.raw.cast("q")
         self.floats = self.raw.cast("d")
         self.channel_stride = C_HELD + workers + INLINE_CELLS
@@ -59,8 +59,7 @@ class Control:
     @staticmethod
     def size(workers: int, channels: int) -> int:
         """Bytes needed for this many workers and crossing channels."""
-        return 8 * (HEADER + WORKER_STRIDE * workers
-                    + (C_HELD + workers + INLINE_CELLS) * channels)
+        return 8 * (HEADER + WORKER_STRIDE * workers + (C_HELD + workers + INLINE_CELLS) * channels)
 
     def worker_base(self, w: int) -> int:
         return HEADER + WORKER_STRIDE * w
@@ -97,12 +96,12 @@ class Control:
         writer of these cells; readers use :meth:`read_report`)."""
         c = self.cells
         b = self.worker_base(w)
-        c[b + REV] += 1          # odd: being written
+        c[b + REV] += 1  # odd: being written
         c[b + NEXT_T] = next_t
         c[b + NEXT_M] = next_m
         c[b + REQ_T] = req_t
         c[b + REQ_M] = req_m
-        c[b + REV] += 1          # even: consistent
+        c[b + REV] += 1  # even: consistent
 
     def read_report(self, w: int):
         """``(rev, next_t, next_m, req_t, req_m)`` of worker ``w``, consistent."""

@@ -69,13 +69,16 @@ MINUTES, HOURS, DAYS, WEEKS = MINUTE, HOUR, DAY, WEEK
 
 #: Unit spellings accepted on the command line (spec §1.2) -> nanoseconds per unit.
 UNITS = {}
-for _names, _ns in ((("nsec", "ns", "nsecs"), 1), (("usec", "us", "usecs"), 1_000),
-                    (("msec", "ms", "msecs"), 1_000_000),
-                    (("sec", "s", "secs", "second", "seconds"), BILLION),
-                    (("minute", "min", "mins", "minutes"), 60 * BILLION),
-                    (("hour", "h", "hours"), 3_600 * BILLION),
-                    (("day", "d", "days"), 86_400 * BILLION),
-                    (("week", "wk", "weeks"), 604_800 * BILLION)):
+for _names, _ns in (
+    (("nsec", "ns", "nsecs"), 1),
+    (("usec", "us", "usecs"), 1_000),
+    (("msec", "ms", "msecs"), 1_000_000),
+    (("sec", "s", "secs", "second", "seconds"), BILLION),
+    (("minute", "min", "mins", "minutes"), 60 * BILLION),
+    (("hour", "h", "hours"), 3_600 * BILLION),
+    (("day", "d", "days"), 86_400 * BILLION),
+    (("week", "wk", "weeks"), 604_800 * BILLION),
+):
     for _n in _names:
         UNITS[_n] = _ns
 

@@ -20,8 +20,15 @@ import threading
 
 from .context import CTX
 from .coordinator import WorkerFailed
-from .parallel import (channel_count, merge_records, output_readers, stop_workers, supervise,
-                       worker_main, write_pending_output)
+from .parallel import (
+    channel_count,
+    merge_records,
+    output_readers,
+    stop_workers,
+    supervise,
+    worker_main,
+    write_pending_output,
+)
 from .sync import C_STATE, Control, ThreadBell
 from .worker import Captured
 
@@ -117,7 +124,7 @@ def run_threads(module, graph: dict, plan, opts, log) -> int:
     n = plan.workers
     ctl = Control(bytearray(Control.size(n, channel_count(plan))), n, channel_count(plan))
     ctl.init()
-    bells = [ThreadBell() for _ in range(n + 1)]   # one per worker, then the supervisor's
+    bells = [ThreadBell() for _ in range(n + 1)]  # one per worker, then the supervisor's
     per_thread = _PerThread()
     saved = CTX.sched
     CTX.sched = per_thread
@@ -129,10 +136,21 @@ def run_threads(module, graph: dict, plan, opts, log) -> int:
     status = 1
     try:
         for w in range(n):
-            args = (module, graph, plan, w, ctl, bells, chans, _spin_ns(), None, opts, log,
-                    Captured(real_stdout))
-            t = threading.Thread(target=worker_main, args=args, name=f"lf-worker-{w}",
-                                 daemon=True)
+            args = (
+                module,
+                graph,
+                plan,
+                w,
+                ctl,
+                bells,
+                chans,
+                _spin_ns(),
+                None,
+                opts,
+                log,
+                Captured(real_stdout),
+            )
+            t = threading.Thread(target=worker_main, args=args, name=f"lf-worker-{w}", daemon=True)
             t.start()
             threads.append(t)
         status = supervise(ctl, bells[-1])

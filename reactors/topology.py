@@ -29,8 +29,9 @@ def port_channels(graph: dict) -> dict:
     for inst in graph["reactors"]:
         for p in inst.get("ports", []):
             w = p.get("width", PLAIN)
-            out[(inst["id"], p["name"])] = [(inst["id"], p["name"], c)
-                                            for c in range(1 if w == PLAIN else w)]
+            out[(inst["id"], p["name"])] = [
+                (inst["id"], p["name"], c) for c in range(1 if w == PLAIN else w)
+            ]
     return out
 
 
@@ -89,8 +90,7 @@ def access(graph: dict) -> Access:
                     src_arg = [tuple(c) for c in a["channels"]]
         for r in _ports_of(rx.get("effects", []), ports, root, dst_arg):
             acc.writes.setdefault(r, set()).add(rank)
-        for r in _ports_of(rx.get("triggers", []) + rx.get("sources", []), ports, root,
-                           src_arg):
+        for r in _ports_of(rx.get("triggers", []) + rx.get("sources", []), ports, root, src_arg):
             acc.reads.setdefault(r, set()).add(rank)
     return acc
 

@@ -30,7 +30,7 @@ def encode(value) -> bytes:
     """The stable byte encoding of a port value hashed into the digest."""
     # a module being imported by another thread may lack its attributes yet
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
-    np = sys.modules.get("numpy")     # no numpy imported: no value can be an array
+    np = sys.modules.get("numpy")  # no numpy imported: no value can be an array
     ndarray = getattr(np, "ndarray", None)
     if tensor is not None and isinstance(value, tensor):
         value = value.detach().cpu().resolve_conj().resolve_neg()
@@ -56,8 +56,11 @@ class Digest:
 
     def record(self, sched, present=None) -> None:
         """Hash the ports present at the scheduler's current tag (or in ``present``)."""
-        self._add(sched.time - sched.start_time, sched.micro,
-                  sched.present if present is None else present)
+        self._add(
+            sched.time - sched.start_time,
+            sched.micro,
+            sched.present if present is None else present,
+        )
 
     def _add(self, t: int, m: int, present) -> None:
         watch = self.watch
@@ -77,7 +80,7 @@ def merge(parts, path: str) -> None:
     """Combine digest files ``parts`` into ``path``, sorted by (tag, port); removes them."""
     rows = []
     for p in parts:
-        if not os.path.exists(p):    # a worker that wrote nothing (it was stopped)
+        if not os.path.exists(p):  # a worker that wrote nothing (it was stopped)
             continue
         with open(p, encoding="utf-8") as f:
             for line in f:
@@ -149,11 +152,14 @@ class Timeline:
                 fn(*args)
             finally:
                 events.append((name, t0, perf_counter_ns()))
+
         return timed
 
     def json_events(self) -> list:
-        return [{"name": n, "ph": "X", "pid": self.pid, "tid": 0, "ts": a / 1000,
-                 "dur": (b - a) / 1000} for n, a, b in self.events]
+        return [
+            {"name": n, "ph": "X", "pid": self.pid, "tid": 0, "ts": a / 1000, "dur": (b - a) / 1000}
+            for n, a, b in self.events
+        ]
 
 
 def write_timeline(events: list, path: str) -> None:

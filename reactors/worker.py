@@ -26,12 +26,28 @@ from time import time_ns
 
 from .action import Action
 from .scheduler import Scheduler
-from .sync import (ABORT, COORD_SLEEP, DONE, GO_M, GO_SEQ, GO_T, LOST, NONE_T, SLEEP,
-                   STATE, STATUS, STOP_M, STOP_T, W_FINISHED, W_READY,
-                   ring_if_sleeping, wait)
+from .sync import (
+    ABORT,
+    COORD_SLEEP,
+    DONE,
+    GO_M,
+    GO_SEQ,
+    GO_T,
+    LOST,
+    NONE_T,
+    SLEEP,
+    STATE,
+    STATUS,
+    STOP_M,
+    STOP_T,
+    W_FINISHED,
+    W_READY,
+    ring_if_sleeping,
+    wait,
+)
 from .tag import FOREVER
 
-_END = 1 << 62   # a rank larger than any
+_END = 1 << 62  # a rank larger than any
 
 
 class Aborted(Exception):
@@ -131,8 +147,9 @@ class WorkerScheduler(Scheduler):
     :class:`reactors.trace.Digest` or None; ``coordinator``: the
     :class:`reactors.coordinator.Coordinator` that worker 0 runs between its tags."""
 
-    def __init__(self, program, link: Link, *, keepalive=False, log=None, recorder=None,
-                 coordinator=None):
+    def __init__(
+        self, program, link: Link, *, keepalive=False, log=None, recorder=None, coordinator=None
+    ):
         super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
         self.link = link
         self.cells = link.ctl.cells
@@ -145,7 +162,7 @@ class WorkerScheduler(Scheduler):
         self.captured = link.captured
         self.seq = -1
         self._accounted = 0
-        self._want = self._cell = 0     # what the current wait waits for
+        self._want = self._cell = 0  # what the current wait waits for
 
     # ------------------------------------------------------------------ the run
 
@@ -187,8 +204,11 @@ class WorkerScheduler(Scheduler):
 
     def _go_ready(self) -> bool:
         cells = self.cells
-        return (cells[GO_SEQ] >= self._want or cells[STATE] == ABORT
-                or len(self.inbox) > self._accounted)
+        return (
+            cells[GO_SEQ] >= self._want
+            or cells[STATE] == ABORT
+            or len(self.inbox) > self._accounted
+        )
 
     def _chan_ready(self) -> bool:
         cells = self.cells
@@ -355,8 +375,7 @@ class WorkerScheduler(Scheduler):
         if cells[cell] < want:
             link = self.link
             self._cell, self._want = cell, want
-            wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns,
-                 link.idle)
+            wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
             if cells[STATE] == ABORT:
                 raise Aborted()
         reader.receive(seq)

@@ -30,7 +30,7 @@ def configure_torch(threads: int = 1) -> None:
     if not _configured:
         try:
             torch.set_num_interop_threads(1)
-        except RuntimeError:   # inter-op pool already started: its size can no longer change
+        except RuntimeError:  # inter-op pool already started: its size can no longer change
             pass
         _configured = True
 
@@ -43,9 +43,14 @@ def choose_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-_TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-                 np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32,
-                 np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}
+_TORCH_DTYPES = {
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.bool_): torch.bool,
+}
 
 
 def batch_to_device(arrays: dict, device: torch.device) -> dict:
@@ -71,5 +76,7 @@ def batch_to_device(arrays: dict, device: torch.device) -> dict:
         offset += a.nbytes
     host = torch.from_numpy(np.concatenate(blocks) if blocks else np.zeros(0, np.uint8))
     dev = host.to(device)
-    return {name: dev[off:off + n].view(_TORCH_DTYPES[dt]).reshape(shape)
-            for name, off, n, dt, shape in layout}
+    return {
+        name: dev[off : off + n].view(_TORCH_DTYPES[dt]).reshape(shape)
+        for name, off, n, dt, shape in layout
+    }

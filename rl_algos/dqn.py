@@ -31,23 +31,23 @@ from .seeding import torch_seeded
 class DQNConfig:
     """Hyperparameters (paper defaults: Mnih et al. 2015, Extended Data Table 1)."""
 
-    buffer_size: int = 1_000_000    # replay memory size (transitions)
-    batch_size: int = 32            # minibatch size
-    gamma: float = 0.99             # discount
-    learning_rate: float = 2.5e-4   # step size
-    target_update: int = 10_000     # C: updates between target-network refreshes
-    train_frequency: int = 4        # environment steps (per env) between updates
-    gradient_steps: int = 1         # updates each time (later replay-ratio tuning; paper: 1)
-    learning_starts: int = 50_000   # replay start size (transitions) before learning
-    start_e: float = 1.0            # initial exploration
-    end_e: float = 0.1              # final exploration
+    buffer_size: int = 1_000_000  # replay memory size (transitions)
+    batch_size: int = 32  # minibatch size
+    gamma: float = 0.99  # discount
+    learning_rate: float = 2.5e-4  # step size
+    target_update: int = 10_000  # C: updates between target-network refreshes
+    train_frequency: int = 4  # environment steps (per env) between updates
+    gradient_steps: int = 1  # updates each time (later replay-ratio tuning; paper: 1)
+    learning_starts: int = 50_000  # replay start size (transitions) before learning
+    start_e: float = 1.0  # initial exploration
+    end_e: float = 0.1  # final exploration
     exploration_fraction: float = 0.02  # of total_steps to reach end_e (1M of 50M frames)
-    total_steps: int = 50_000_000   # environment steps of the whole run
-    max_grad_norm: float = 10.0     # global gradient-norm clip (not in the paper)
-    double_q: bool = False          # Double DQN targets (van Hasselt et al. 2016), not Mnih's
-    hidden: tuple = (120, 84)       # MLP widths (vector observations)
+    total_steps: int = 50_000_000  # environment steps of the whole run
+    max_grad_norm: float = 10.0  # global gradient-norm clip (not in the paper)
+    double_q: bool = False  # Double DQN targets (van Hasselt et al. 2016), not Mnih's
+    hidden: tuple = (120, 84)  # MLP widths (vector observations)
     activation: str = "relu"
-    device: str = "auto"            # learner device: cuda if available, else cpu
+    device: str = "auto"  # learner device: cuda if available, else cpu
 
 
 def epsilon(cfg: DQNConfig, step: int) -> float:
@@ -129,7 +129,7 @@ class DQNLearner:
         refreshes the target network every ``target_update`` steps. Returns statistics."""
         d = batch_to_device(batch, self.device)
         with torch.no_grad():
-            if self.cfg.double_q:   # online net picks a', target net values it
+            if self.cfg.double_q:  # online net picks a', target net values it
                 best = self.net(d["next_obs"]).argmax(dim=1, keepdim=True)
                 next_q = self.target(d["next_obs"]).gather(1, best).squeeze(1)
             else:

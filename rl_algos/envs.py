@@ -89,8 +89,14 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs) 
     gym.register_envs(ale_py)
     kwargs.setdefault("frameskip", 1)
     env = gym.make(env_id, disable_env_checker=True, **kwargs)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
-                                          terminal_on_life_loss=False, grayscale_obs=True)
+    env = gym.wrappers.AtariPreprocessing(
+        env,
+        noop_max=noop_max,
+        frame_skip=4,
+        screen_size=84,
+        terminal_on_life_loss=False,
+        grayscale_obs=True,
+    )
     return gym.wrappers.FrameStackObservation(env, frame_stack)
 
 
@@ -122,8 +128,7 @@ class EnvGroup:
             obs.append(env.reset(seed=seed)[0])
         self._obs = np.stack(obs)
         z = np.zeros(self.k, bool)
-        return EnvStep(self._obs, np.zeros(self.k, np.float32), z, z.copy(),
-                       steps=self.steps)
+        return EnvStep(self._obs, np.zeros(self.k, np.float32), z, z.copy(), steps=self.steps)
 
     def step(self, actions) -> EnvStep:
         """Take one step in each environment; ``actions`` has one entry per environment
@@ -149,7 +154,7 @@ class EnvGroup:
                 self._ret[i], self._len[i] = 0.0, 0
                 o = env.reset()[0]
             obs[i] = o
-        self._obs = obs     # a new array each step: receivers may keep the one they got
+        self._obs = obs  # a new array each step: receivers may keep the one they got
         self.steps += k
         return EnvStep(obs, rew, term, trunc, final, episodes, self.steps)
 
@@ -172,13 +177,18 @@ def concat_steps(steps) -> EnvStep:
         if s.final_obs is not None:
             if final is None:
                 final = np.zeros_like(obs)
-            final[base:base + len(s.obs)] = s.final_obs
+            final[base : base + len(s.obs)] = s.final_obs
         episodes += [Episode(base + e.env, e.ret, e.length) for e in s.episodes]
         base += len(s.obs)
-    return EnvStep(obs, np.concatenate([s.reward for s in steps]),
-                   np.concatenate([s.terminated for s in steps]),
-                   np.concatenate([s.truncated for s in steps]), final, episodes,
-                   sum(s.steps for s in steps))
+    return EnvStep(
+        obs,
+        np.concatenate([s.reward for s in steps]),
+        np.concatenate([s.terminated for s in steps]),
+        np.concatenate([s.truncated for s in steps]),
+        final,
+        episodes,
+        sum(s.steps for s in steps),
+    )
 
 
 def next_obs(step: EnvStep) -> np.ndarray:
@@ -186,5 +196,4 @@ def next_obs(step: EnvStep) -> np.ndarray:
     (what a replay buffer stores as s')."""
     if step.final_obs is None:
         return step.obs
-    return np.where(step.done.reshape(-1, *([1] * (step.obs.ndim - 1))), step.final_obs,
-                    step.obs)
+    return np.where(step.done.reshape(-1, *([1] * (step.obs.ndim - 1))), step.final_obs, step.obs)

@@ -29,8 +29,10 @@ def compute_gae(rewards, values, dones, last_value, gamma: float = 0.99, lam: fl
     v = np.asarray(values, np.float64)
     d = np.asarray(dones, np.float64)
     if r.shape != v.shape or r.shape != d.shape or np.shape(last_value) != r.shape[1:]:
-        raise ValueError(f"compute_gae: shapes {r.shape}, {v.shape}, {d.shape}, "
-                         f"{np.shape(last_value)} do not agree")
+        raise ValueError(
+            f"compute_gae: shapes {r.shape}, {v.shape}, {d.shape}, "
+            f"{np.shape(last_value)} do not agree"
+        )
     adv = np.zeros_like(r)
     next_value = np.asarray(last_value, np.float64)
     running = np.zeros(r.shape[1:])

@@ -27,8 +27,9 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) 
     return layer
 
 
-def mlp(n_in: int, n_out: int, hidden=(64, 64), activation: str = "tanh",
-        out_gain: float = 1.0) -> nn.Sequential:
+def mlp(
+    n_in: int, n_out: int, hidden=(64, 64), activation: str = "tanh", out_gain: float = 1.0
+) -> nn.Sequential:
     """A fully connected network (B, n_in) float32 -> (B, n_out) float32 with ``activation``
     (``"tanh"`` or ``"relu"``; KeyError otherwise) between layers and a linear output layer
     initialised with ``out_gain``."""
@@ -49,10 +50,16 @@ class NatureCNN(nn.Module):
     def __init__(self, in_channels: int = 4):
         super().__init__()
         self.net = nn.Sequential(
-            layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)), nn.ReLU(),
-            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
-            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
-            nn.Flatten(), layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU())
+            layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x.float() / 255.0)
@@ -67,8 +74,12 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_shape, n_actions: int, hidden=(64, 64), activation: str = "tanh"):
         super().__init__()
-        self.spec = dict(obs_shape=tuple(obs_shape), n_actions=int(n_actions),
-                         hidden=tuple(hidden), activation=activation)
+        self.spec = dict(
+            obs_shape=tuple(obs_shape),
+            n_actions=int(n_actions),
+            hidden=tuple(hidden),
+            activation=activation,
+        )
         if len(obs_shape) == 3:
             self.torso = NatureCNN(obs_shape[0])
             self.actor = layer_init(nn.Linear(512, n_actions), gain=0.01)
@@ -90,8 +101,12 @@ class QNetwork(nn.Module):
 
     def __init__(self, obs_shape, n_actions: int, hidden=(120, 84), activation: str = "relu"):
         super().__init__()
-        self.spec = dict(obs_shape=tuple(obs_shape), n_actions=int(n_actions),
-                         hidden=tuple(hidden), activation=activation)
+        self.spec = dict(
+            obs_shape=tuple(obs_shape),
+            n_actions=int(n_actions),
+            hidden=tuple(hidden),
+            activation=activation,
+        )
         if len(obs_shape) == 3:
             self.net = nn.Sequential(NatureCNN(obs_shape[0]), nn.Linear(512, n_actions))
         else:

@@ -33,23 +33,23 @@ from .seeding import torch_seeded
 class PPOConfig:
     """Hyperparameters (paper defaults: Schulman et al. 2017, Table 3)."""
 
-    learning_rate: float = 3e-4     # Adam step size
-    anneal_lr: bool = False         # linearly to 0 over total_steps (paper's Atari setting)
-    num_steps: int = 2048           # horizon T: steps per environment per rollout
-    gamma: float = 0.99             # discount
-    gae_lambda: float = 0.95        # GAE parameter
-    update_epochs: int = 10         # K epochs per rollout
-    minibatch_size: int = 64        # transitions per minibatch
-    clip_coef: float = 0.2          # epsilon of the clipped ratio
-    vf_coef: float = 1.0            # c1
-    ent_coef: float = 0.0           # c2
-    max_grad_norm: float = 0.5      # global gradient-norm clip (baselines)
-    adam_eps: float = 1e-5          # Adam epsilon (baselines)
-    norm_adv: bool = True           # normalise advantages per minibatch
-    total_steps: int = 1_000_000    # environment steps of the whole run (for annealing)
-    hidden: tuple = (64, 64)        # MLP widths (vector observations)
+    learning_rate: float = 3e-4  # Adam step size
+    anneal_lr: bool = False  # linearly to 0 over total_steps (paper's Atari setting)
+    num_steps: int = 2048  # horizon T: steps per environment per rollout
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE parameter
+    update_epochs: int = 10  # K epochs per rollout
+    minibatch_size: int = 64  # transitions per minibatch
+    clip_coef: float = 0.2  # epsilon of the clipped ratio
+    vf_coef: float = 1.0  # c1
+    ent_coef: float = 0.0  # c2
+    max_grad_norm: float = 0.5  # global gradient-norm clip (baselines)
+    adam_eps: float = 1e-5  # Adam epsilon (baselines)
+    norm_adv: bool = True  # normalise advantages per minibatch
+    total_steps: int = 1_000_000  # environment steps of the whole run (for annealing)
+    hidden: tuple = (64, 64)  # MLP widths (vector observations)
     activation: str = "tanh"
-    device: str = "auto"            # learner device: cuda if available, else cpu
+    device: str = "auto"  # learner device: cuda if available, else cpu
 
 
 @dataclass
@@ -113,11 +113,12 @@ class PPOLearner:
         with torch_seeded(torch_seed):
             net = ActorCritic(obs_space.shape, int(action_space.n), cfg.hidden, cfg.activation)
         self.net = net.to(self.device)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate,
-                                    eps=cfg.adam_eps, fused=True)   # one kernel per step
+        self.opt = torch.optim.Adam(
+            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
+        )  # one kernel per step
         self.obs_space = obs_space
-        self.buf = None              # rollout arrays, allocated on the first observation
-        self.t = 0                   # next slot of the rollout
+        self.buf = None  # rollout arrays, allocated on the first observation
+        self.t = 0  # next slot of the rollout
         self.env_steps = 0
         self.updates = 0
         self.stats = {}
@@ -144,8 +145,11 @@ class PPOLearner:
                 if len(cut):
                     reward[cut] += self.cfg.gamma * self.value(step.final_obs[cut])
             b, t = self.buf, self.t
-            b["actions"][t], b["logp"][t], b["values"][t] = (record.actions, record.logp,
-                                                             record.values)
+            b["actions"][t], b["logp"][t], b["values"][t] = (
+                record.actions,
+                record.logp,
+                record.values,
+            )
             b["rewards"][t], b["dones"][t] = reward, step.done
             self.t += 1
             self.env_steps += len(reward)
@@ -163,29 +167,41 @@ class PPOLearner:
 
     def _allocate(self, obs: np.ndarray) -> None:
         t, e = self.cfg.num_steps, obs.shape[0]
-        self.buf = {"obs": np.zeros((t, *obs.shape), obs.dtype),
-                    "actions": np.zeros((t, e), np.int64),
-                    "logp": np.zeros((t, e), np.float32), "values": np.zeros((t, e), np.float32),
-                    "rewards": np.zeros((t, e), np.float32), "dones": np.zeros((t, e), bool)}
+        self.buf = {
+            "obs": np.zeros((t, *obs.shape), obs.dtype),
+            "actions": np.zeros((t, e), np.int64),
+            "logp": np.zeros((t, e), np.float32),
+            "values": np.zeros((t, e), np.float32),
+            "rewards": np.zeros((t, e), np.float32),
+            "dones": np.zeros((t, e), bool),
+        }
 
     def update(self, last_value: np.ndarray) -> dict:
         """K epochs of minibatch updates on the full rollout; returns mean statistics."""
         cfg, b = self.cfg, self.buf
-        adv, ret = compute_gae(b["rewards"], b["values"], b["dones"], last_value,
-                               cfg.gamma, cfg.gae_lambda)
+        adv, ret = compute_gae(
+            b["rewards"], b["values"], b["dones"], last_value, cfg.gamma, cfg.gae_lambda
+        )
         n = adv.size
         perms = np.stack([self.rng.permutation(n) for _ in range(cfg.update_epochs)])
-        d = batch_to_device({"obs": b["obs"].reshape(n, *b["obs"].shape[2:]),
-                             "actions": b["actions"].reshape(n), "logp": b["logp"].reshape(n),
-                             "adv": adv.reshape(n), "ret": ret.reshape(n), "perms": perms},
-                            self.device)
+        d = batch_to_device(
+            {
+                "obs": b["obs"].reshape(n, *b["obs"].shape[2:]),
+                "actions": b["actions"].reshape(n),
+                "logp": b["logp"].reshape(n),
+                "adv": adv.reshape(n),
+                "ret": ret.reshape(n),
+                "perms": perms,
+            },
+            self.device,
+        )
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
             self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
         sums = np.zeros(4)
         for epoch in range(cfg.update_epochs):
             for start in range(0, n, cfg.minibatch_size):
-                idx = d["perms"][epoch, start:start + cfg.minibatch_size]
+                idx = d["perms"][epoch, start : start + cfg.minibatch_size]
                 sums += self._minibatch(d, idx)
         self.updates += 1
         count = cfg.update_epochs * -(-n // cfg.minibatch_size)
@@ -203,8 +219,9 @@ class PPOLearner:
         adv = d["adv"][idx]
         if cfg.norm_adv and len(idx) > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(-adv * ratio,
-                            -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        pg_loss = torch.max(
+            -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+        ).mean()
         v_loss = 0.5 * F.mse_loss(value, d["ret"][idx])
         loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
         self.opt.zero_grad(set_to_none=True)

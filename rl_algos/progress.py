@@ -19,8 +19,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 class TrainingProgress:
     """Progress of one run; ``total`` is the step budget (environment steps)."""
 
-    def __init__(self, title: str, total: int, interval: float = 0.2,
-                 plain_interval: float = 10.0, stream=None):
+    def __init__(
+        self,
+        title: str,
+        total: int,
+        interval: float = 0.2,
+        plain_interval: float = 10.0,
+        stream=None,
+    ):
         self.console = Console(file=stream or sys.stderr, soft_wrap=True)
         self.total, self.title = int(total), title
         self.interval = interval if self.console.is_terminal else plain_interval
@@ -29,10 +35,15 @@ class TrainingProgress:
         self.mean = float("nan")
         self.bar = None
         if self.console.is_terminal:
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                TextColumn("{task.completed:,}/{task.total:,} steps"),
-                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                                console=self.console, auto_refresh=False)
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,}/{task.total:,} steps"),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                auto_refresh=False,
+            )
             self.task = self.bar.add_task(title, total=self.total, info="")
             self.bar.start()
 
@@ -42,8 +53,9 @@ class TrainingProgress:
 
     def summary(self) -> str:
         """``episodes 123 | mean return 456.7 | 12,345 steps/s``."""
-        return (f"episodes {self.episodes} | mean return {self.mean:.1f} | "
-                f"{self.rate():,.0f} steps/s")
+        return (
+            f"episodes {self.episodes} | mean return {self.mean:.1f} | {self.rate():,.0f} steps/s"
+        )
 
     def update(self, steps: int, episodes: int, mean: float, force: bool = False) -> None:
         """Record the run's state; redraw when ``interval`` has passed (or ``force``)."""
@@ -56,8 +68,9 @@ class TrainingProgress:
             self.bar.update(self.task, completed=min(steps, self.total), info=self.summary())
             self.bar.refresh()
         else:
-            self.console.print(f"{self.title}: {steps:,}/{self.total:,} steps | "
-                               f"{self.summary()}", highlight=False)
+            self.console.print(
+                f"{self.title}: {steps:,}/{self.total:,} steps | {self.summary()}", highlight=False
+            )
 
     def close(self) -> None:
         """Draw the final state and release the terminal."""

@@ -19,8 +19,9 @@ class ReplayBuffer:
     must be added with ``done=False`` and the episode's real last observation as next_obs.
     """
 
-    def __init__(self, capacity: int, obs_shape, obs_dtype=np.float32, action_shape=(),
-                 action_dtype=np.int64):
+    def __init__(
+        self, capacity: int, obs_shape, obs_dtype=np.float32, action_shape=(), action_dtype=np.int64
+    ):
         if capacity < 1:
             raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
@@ -29,9 +30,9 @@ class ReplayBuffer:
         self.actions = np.zeros((capacity, *action_shape), action_dtype)
         self.rewards = np.zeros(capacity, np.float32)
         self.dones = np.zeros(capacity, np.float32)
-        self.pos = 0          # where the next transition goes
-        self.size = 0         # how many slots hold data (<= capacity)
-        self.added = 0        # transitions added in total
+        self.pos = 0  # where the next transition goes
+        self.size = 0  # how many slots hold data (<= capacity)
+        self.added = 0  # transitions added in total
 
     def __len__(self) -> int:
         return self.size
@@ -43,8 +44,8 @@ class ReplayBuffer:
         obs = np.asarray(obs)
         b = obs.shape[0]
         idx = (self.pos + np.arange(b)) % self.capacity
-        if b > self.capacity:   # later rows win, as if added one by one
-            idx, keep = idx[-self.capacity:], slice(b - self.capacity, b)
+        if b > self.capacity:  # later rows win, as if added one by one
+            idx, keep = idx[-self.capacity :], slice(b - self.capacity, b)
         else:
             keep = slice(0, b)
         self.obs[idx] = obs[keep]
@@ -65,9 +66,13 @@ class ReplayBuffer:
         if self.size == 0:
             raise ValueError("cannot sample from an empty ReplayBuffer")
         idx = rng.integers(0, self.size, size=batch_size)
-        return {"obs": self.obs[idx], "actions": self.actions[idx],
-                "rewards": self.rewards[idx], "next_obs": self.next_obs[idx],
-                "dones": self.dones[idx]}
+        return {
+            "obs": self.obs[idx],
+            "actions": self.actions[idx],
+            "rewards": self.rewards[idx],
+            "next_obs": self.next_obs[idx],
+            "dones": self.dones[idx],
+        }
 
 
 class ReplayFeed:
@@ -80,8 +85,15 @@ class ReplayFeed:
     still bootstraps. ``rng`` is the owning reactor's generator.
     """
 
-    def __init__(self, capacity: int, batch_size: int, learning_starts: int,
-                 train_frequency: int, rng: np.random.Generator, gradient_steps: int = 1):
+    def __init__(
+        self,
+        capacity: int,
+        batch_size: int,
+        learning_starts: int,
+        train_frequency: int,
+        rng: np.random.Generator,
+        gradient_steps: int = 1,
+    ):
         self.capacity, self.batch_size = capacity, batch_size
         self.gradient_steps = gradient_steps
         self.learning_starts, self.train_frequency = learning_starts, train_frequency
@@ -101,14 +113,19 @@ class ReplayFeed:
         if actions is not None:
             if self.buffer is None:
                 o = self.prev_obs
-                self.buffer = ReplayBuffer(self.capacity, o.shape[1:], o.dtype,
-                                           np.shape(actions)[1:], np.asarray(actions).dtype)
-            self.buffer.add(self.prev_obs, actions, step.reward, next_obs(step),
-                            step.terminated)
+                self.buffer = ReplayBuffer(
+                    self.capacity,
+                    o.shape[1:],
+                    o.dtype,
+                    np.shape(actions)[1:],
+                    np.asarray(actions).dtype,
+                )
+            self.buffer.add(self.prev_obs, actions, step.reward, next_obs(step), step.terminated)
             self.tags += 1
-            if (len(self.buffer) >= self.learning_starts
-                    and self.tags % self.train_frequency == 0):
-                batch = [self.buffer.sample(self.batch_size, self.rng)
-                         for _ in range(self.gradient_steps)]
+            if len(self.buffer) >= self.learning_starts and self.tags % self.train_frequency == 0:
+                batch = [
+                    self.buffer.sample(self.batch_size, self.rng)
+                    for _ in range(self.gradient_steps)
+                ]
         self.prev_obs = step.obs
         return batch

@@ -85,8 +85,9 @@ class EpisodeLog:
         self.returns.append(float(ret))
         self.steps.append(int(step))
         self.recent.append(float(ret))
-        self.file.write(f"{len(self.returns)},{int(step)},{float(ret):.6g},{int(length)},"
-                        f"{int(env)}\n")
+        self.file.write(
+            f"{len(self.returns)},{int(step)},{float(ret):.6g},{int(length)},{int(env)}\n"
+        )
 
     def mean_recent(self) -> float:
         """Mean return of the last ``window`` episodes (nan before the first one)."""
@@ -105,6 +106,7 @@ class EpisodeLog:
         """Write the learning curve (return per episode and its moving mean over ``window``,
         against environment steps) as a PNG with matplotlib's Agg backend."""
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 

@@ -23,7 +23,7 @@ def name_words(name: str) -> list[int]:
     """The SHA-256 digest of ``name`` (UTF-8) as eight unsigned 32-bit integers (stable
     across processes, platforms and Python versions)."""
     digest = hashlib.sha256(name.encode("utf-8")).digest()
-    return [int.from_bytes(digest[4 * i:4 * i + 4], "little") for i in range(_NAME_WORDS)]
+    return [int.from_bytes(digest[4 * i : 4 * i + 4], "little") for i in range(_NAME_WORDS)]
 
 
 def seed_sequence(seed: int, name: str) -> np.random.SeedSequence:

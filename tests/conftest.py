@@ -19,21 +19,29 @@ LF_TESTS = ROOT / "tests" / "lf"
 def has_main(path: Path) -> bool:
     """True when the file declares a main (or federated) reactor, i.e. is a program."""
     text = path.read_text(encoding="utf-8", errors="replace")
-    return any(line.lstrip().startswith(("main reactor", "federated reactor"))
-               or " main reactor" in line.split("//")[0]
-               for line in text.splitlines())
+    return any(
+        line.lstrip().startswith(("main reactor", "federated reactor"))
+        or " main reactor" in line.split("//")[0]
+        for line in text.splitlines()
+    )
 
 
 def lfc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the real `lfc` command line in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "codegen.cli", *args], cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "codegen.cli", *args],
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def build(lf_file: Path, out: Path, *extra: str) -> Path:
     """Build ``lf_file`` into ``out`` with lfc's own entry point, in this process (the command
     line itself is tested in test_cli.py); return the launcher. Fails the test on an error."""
     from codegen import cli
+
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         status = cli.main(["-q", "-o", str(out), *extra, str(lf_file)])
@@ -48,14 +56,21 @@ def run_program(launcher: Path, *args: str, timeout: float = 60) -> subprocess.C
     """Run a built program; returns the completed process (stdout/stderr as text)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # Run in the build folder, so that files a program writes (traces, runs/) stay out of the tree.
-    return subprocess.run([str(launcher), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=launcher.parent.parent)
+    return subprocess.run(
+        [str(launcher), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=launcher.parent.parent,
+    )
 
 
 @pytest.fixture
 def build_and_run(tmp_path):
     def go(lf_file: Path, *args: str, timeout: float = 60):
         return run_program(build(lf_file, tmp_path), *args, timeout=timeout)
+
     return go
 
 
@@ -79,17 +94,25 @@ def run_digest(launcher: Path, name: str, *args: str, timeout: float = 120):
     return r, (digest.read_text() if digest.exists() else None)
 
 
-def same_on_any_workers(launcher: Path, ref, ref_digest, skip: str | None,
-                        compare_stdout: bool = True, timeout: float = 120,
-                        ignore: str | None = None, variants=VARIANTS) -> None:
+def same_on_any_workers(
+    launcher: Path,
+    ref,
+    ref_digest,
+    skip: str | None,
+    compare_stdout: bool = True,
+    timeout: float = 120,
+    ignore: str | None = None,
+    variants=VARIANTS,
+) -> None:
     """Assert that the program gives ``ref`` (its one-worker run) on every variant: the same
     exit status, stdout and port-value digest (without the ports whose names match the
     regular expression ``ignore``). A program marked ``skip`` only runs on two worker threads
     and must exit alike."""
     ref_digest = _without(ref_digest, ignore)
     for workers, backend in _distinct([("2", "threads")] if skip else variants, launcher):
-        r, digest = run_digest(launcher, f"w{workers}{backend}", "-w", workers, "--backend",
-                               backend, timeout=timeout)
+        r, digest = run_digest(
+            launcher, f"w{workers}{backend}", "-w", workers, "--backend", backend, timeout=timeout
+        )
         where = f"{launcher.name} on {workers} workers ({backend})"
         assert r.returncode == ref.returncode, f"{where}: exit {r.returncode}\n{r.stderr[-3000:]}"
         if skip:
@@ -106,7 +129,9 @@ def _distinct(variants, launcher: Path) -> list:
     groups (reactors.placement), so ``-w 4`` is often the same run as ``-w 2``, and a
     variant that resolves to one worker is the one-worker run already done."""
     import json
+
     from reactors.parallel import workers_for
+
     graph_file = next((launcher.parent.parent / "src-gen").glob("*/graph.json"))
     graph = json.loads(graph_file.read_text())
     seen, out = set(), []
@@ -123,8 +148,11 @@ def _without(digest: str | None, ignore: str | None) -> str | None:
     if digest is None or ignore is None:
         return digest
     pattern = re.compile(ignore)
-    return "".join(line for line in digest.splitlines(keepends=True)
-                   if not pattern.search(line.split(" ", 3)[2]))
+    return "".join(
+        line
+        for line in digest.splitlines(keepends=True)
+        if not pattern.search(line.split(" ", 3)[2])
+    )
 
 
 def _dead_run_segment(name: str) -> bool:

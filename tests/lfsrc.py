@@ -25,8 +25,11 @@ def errors_of(tmp_path: Path, text: str, name: str = "Main") -> list[str]:
         front(str(path), rep)
     except CompileError:
         pass
-    return [d.format(rep.sources.get(d.pos.file) if d.pos else None)
-            for d in rep.diagnostics if d.severity == "error"]
+    return [
+        d.format(rep.sources.get(d.pos.file) if d.pos else None)
+        for d in rep.diagnostics
+        if d.severity == "error"
+    ]
 
 
 def channels_into(f, inst_name: str, port: str) -> list[tuple[str, int]]:

@@ -15,7 +15,6 @@ import json
 import sys
 
 import pytest
-
 from conftest import ROOT, build, run_program
 
 LF_BENCH = ROOT / "lf_src" / "bench"
@@ -24,13 +23,21 @@ LF_BENCH = ROOT / "lf_src" / "bench"
 def run_bench(name: str, tmp_path, workers: int = 1, timeout: float = 120, **defaults) -> dict:
     """Build ``lf_src/bench/<name>.lf`` with ``lfc -D name=value`` for each of ``defaults``
     (strings are quoted as LF strings), run it on ``workers`` workers, return its RESULT."""
-    defines = [a for k, v in defaults.items() for a in ("-D", f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}")]
+    defines = [
+        a
+        for k, v in defaults.items()
+        for a in ("-D", f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}")
+    ]
     out = tmp_path / f"w{workers}"
-    r = run_program(build(LF_BENCH / f"{name}.lf", out, *defines), "-w", str(workers), timeout=timeout)
-    assert r.returncode == 0, f"{name} exited {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    r = run_program(
+        build(LF_BENCH / f"{name}.lf", out, *defines), "-w", str(workers), timeout=timeout
+    )
+    assert r.returncode == 0, (
+        f"{name} exited {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    )
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     assert len(lines) == 1, r.stdout[-2000:]
-    return json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT ") :])
 
 
 def shared(module: str):
@@ -47,7 +54,7 @@ def test_gym_sim_gathers_every_step_and_matches_a_plain_loop(tmp_path):
     assert res["obs_shape"] == [[3]] * 15
     steppers = [shared("stepper").Stepper("Pendulum-v1", 3, i) for i in range(15)]
     for s in steppers:
-        s.step()   # the warm-up round
+        s.step()  # the warm-up round
     reward = 0.0
     for _ in range(30):
         for s in steppers:
@@ -72,7 +79,7 @@ def test_qlearn_learns_the_same_weights_as_a_plain_loop(tmp_path):
     rollouts = [q.Rollout(2, i, 10, 0.1) for i in range(3)]
     replay, learner = q.Replay(2, 16), q.Learner(2)
     weights = learner.weights()
-    for _ in range(5):   # the warm-up round and 4 timed rounds
+    for _ in range(5):  # the warm-up round and 4 timed rounds
         for t in [r.run(weights) for r in rollouts]:
             replay.add(t)
         learner.update(replay.sample())
@@ -103,15 +110,15 @@ def test_junction_environment_rules():
     env = j.Junction(4, 0, size=6, p_arrive=1.0, max_steps=3)
     env.reset()
     obs, rewards, truncated = env.step(brake)
-    assert env.active.all() and (rewards == 0).all() and not truncated   # all arrived, apart
+    assert env.active.all() and (rewards == 0).all() and not truncated  # all arrived, apart
     assert obs.shape == (4, j.OBS_DIM) and obs.dtype == np.float32
     assert (obs[:, 0] == 1).all() and (obs[:, 3:7] == np.eye(4)).all()  # active, one-hot route
     before = env.pos.copy()
     _, rewards, _ = env.step(brake)
-    assert (env.pos == before).all() and np.allclose(rewards, -0.01)   # braking: stay, pay time
+    assert (env.pos == before).all() and np.allclose(rewards, -0.01)  # braking: stay, pay time
     _, _, truncated = env.step(brake)
-    assert truncated and not env.active.any()                           # episode over, reset
-    crowded = j.Junction(5, 0, size=6, p_arrive=1.0)   # cars 0 and 4 share route 0's entry
+    assert truncated and not env.active.any()  # episode over, reset
+    crowded = j.Junction(5, 0, size=6, p_arrive=1.0)  # cars 0 and 4 share route 0's entry
     _, rewards, _ = crowded.step(np.zeros(5, dtype=int))
     assert rewards[0] == rewards[4] == -10.0 and crowded.collisions == 2
 
@@ -121,11 +128,14 @@ def test_broadcast_gathers_every_copy(tmp_path):
     assert (res["rounds"], res["receivers"], res["mib"]) == (5, 3, 1)
 
 
-@pytest.mark.parametrize("name, defaults, same", [
-    ("Junction", {"n": 4, "steps": 100}, ("reward", "collisions")),
-    ("QLearn", {"n": 3, "steps": 10, "batch": 16, "rounds": 3}, ("checksum", "loss")),
-    ("Broadcast16", {"n": 3, "mib": 1, "rounds": 3}, ("rounds",)),
-])
+@pytest.mark.parametrize(
+    "name, defaults, same",
+    [
+        ("Junction", {"n": 4, "steps": 100}, ("reward", "collisions")),
+        ("QLearn", {"n": 3, "steps": 10, "batch": 16, "rounds": 3}, ("checksum", "loss")),
+        ("Broadcast16", {"n": 3, "mib": 1, "rounds": 3}, ("rounds",)),
+    ],
+)
 def test_two_workers_compute_what_one_computes(name, defaults, same, tmp_path):
     """Bank members are dealt across worker processes; the results do not change."""
     if name == "QLearn":

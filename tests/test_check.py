@@ -1,7 +1,6 @@
 """The validator: every rule reports `file.lf:LINE:COL: error: message` at the right place."""
 
 import pytest
-
 from lfsrc import compile_text, errors_of
 
 HEAD = "target Python\n"
@@ -22,33 +21,79 @@ CASES = [
     ("reactor A { input in }\nmain reactor Main {}", "'in' is a reserved word", 2, 13),
     ("main reactor Main { timer t  timer t }", "'t' is already declared", 2, 30),
     ("main reactor Main { @bogus timer t }", "unknown attribute '@bogus'", 2, 21),
-    ("main reactor Main { reaction(startup) -> nothing {= pass =} }", "'nothing' is not a port, action or timer", 2, 42),
+    (
+        "main reactor Main { reaction(startup) -> nothing {= pass =} }",
+        "'nothing' is not a port, action or timer",
+        2,
+        42,
+    ),
     ("main reactor Main { x = new Missing() }", "reactor class 'Missing' is not defined", 2, 21),
     ("reactor A(p = 1) {}\nmain reactor Main { a = new A(q = 2) }", "has no parameter 'q'", 3, 31),
-    ("reactor A { output out }\nmain reactor Main { a = new A()  reaction(a.nope) {= pass =} }",
-     "'nope' is not a port of 'a'", 3, 43),
-    ("reactor A { input inp  reaction(inp) {= pass =} }\nmain reactor Main { a = new A()  reaction(a.inp) {= pass =} }",
-     "triggered by or read the input 'a.inp'", 3, 43),
-    ("reactor A { output out  reaction(out) {= pass =} }\nmain reactor Main {}", "its own output 'out'", 2, 34),
-    ("reactor A { input inp  reaction(startup) -> inp {= pass =} }\nmain reactor Main {}", "cannot write its own input", 2, 45),
-    ("reactor A { output out }\nmain reactor Main { a = new A()  b = new A()  a.out -> b.out }",
-     "cannot be the destination of a connection", 3, 56),
-    ("reactor A { input inp  output out }\nmain reactor Main { a = new A()  b = new A()  a.out -> b.inp  a.out -> b.inp }",
-     "written by more than one connection", 3, 72),
-    ("reactor A { input inp  output out  reaction(startup) -> out {= pass =} }\n"
-     "main reactor Main { a = new A()  b = new A()  a.out -> b.inp  reaction(startup) -> b.inp {= pass =} }",
-     "both a connection and a reaction", 3, 84),
+    (
+        "reactor A { output out }\nmain reactor Main { a = new A()  reaction(a.nope) {= pass =} }",
+        "'nope' is not a port of 'a'",
+        3,
+        43,
+    ),
+    (
+        "reactor A { input inp  reaction(inp) {= pass =} }\nmain reactor Main { a = new A()  reaction(a.inp) {= pass =} }",
+        "triggered by or read the input 'a.inp'",
+        3,
+        43,
+    ),
+    (
+        "reactor A { output out  reaction(out) {= pass =} }\nmain reactor Main {}",
+        "its own output 'out'",
+        2,
+        34,
+    ),
+    (
+        "reactor A { input inp  reaction(startup) -> inp {= pass =} }\nmain reactor Main {}",
+        "cannot write its own input",
+        2,
+        45,
+    ),
+    (
+        "reactor A { output out }\nmain reactor Main { a = new A()  b = new A()  a.out -> b.out }",
+        "cannot be the destination of a connection",
+        3,
+        56,
+    ),
+    (
+        "reactor A { input inp  output out }\nmain reactor Main { a = new A()  b = new A()  a.out -> b.inp  a.out -> b.inp }",
+        "written by more than one connection",
+        3,
+        72,
+    ),
+    (
+        "reactor A { input inp  output out  reaction(startup) -> out {= pass =} }\n"
+        "main reactor Main { a = new A()  b = new A()  a.out -> b.inp  reaction(startup) -> b.inp {= pass =} }",
+        "both a connection and a reaction",
+        3,
+        84,
+    ),
     ("reactor A { mode X {}  mode Y {} }\nmain reactor Main {}", "exactly one initial mode", 2, 13),
     ("main reactor Main { reaction(startup) }", "without a body are not supported", 2, 21),
     ("main reactor Main { watchdog w(10 msec) {= pass =} }", "watchdogs are not supported", 2, 21),
-    ("main reactor Main { state s = {1, 2} }", "lists are not supported by the Python target", 2, 31),
-    ("main reactor Main { reaction(startup) startup {= pass =} }", "both a trigger and a source", 2, 39),
+    (
+        "main reactor Main { state s = {1, 2} }",
+        "lists are not supported by the Python target",
+        2,
+        31,
+    ),
+    (
+        "main reactor Main { reaction(startup) startup {= pass =} }",
+        "both a trigger and a source",
+        2,
+        39,
+    ),
     ("main reactor Main { physical action a  reaction(startup) -> a {= pass =} }", None, 0, 0),
 ]
 
 
-@pytest.mark.parametrize("body,message,line,col", [c for c in CASES if c[1]],
-                         ids=[c[1] for c in CASES if c[1]])
+@pytest.mark.parametrize(
+    "body,message,line,col", [c for c in CASES if c[1]], ids=[c[1] for c in CASES if c[1]]
+)
 def test_error_is_located(tmp_path, body, message, line, col):
     errs = errors_of(tmp_path, HEAD + body)
     hits = [e for e in errs if message in e]
@@ -60,7 +105,9 @@ def test_error_is_located(tmp_path, body, message, line, col):
 
 
 def test_several_errors_are_reported_in_one_run(tmp_path):
-    errs = errors_of(tmp_path, HEAD + "main reactor Main { timer t(1 parsec)  action a  state __s = 0 }")
+    errs = errors_of(
+        tmp_path, HEAD + "main reactor Main { timer t(1 parsec)  action a  state __s = 0 }"
+    )
     assert len(errs) == 3
 
 
@@ -75,12 +122,17 @@ def test_missing_target_is_an_error(tmp_path):
 
 
 def test_fast_with_physical_action_is_an_error(tmp_path):
-    errs = errors_of(tmp_path, "target Python { fast: true }\nmain reactor Main { physical action a  reaction(a) {= pass =} }")
+    errs = errors_of(
+        tmp_path,
+        "target Python { fast: true }\nmain reactor Main { physical action a  reaction(a) {= pass =} }",
+    )
     assert any("'fast: true' cannot be used" in e for e in errs)
 
 
 def test_physical_action_turns_keepalive_on(tmp_path):
-    f, rep = compile_text(tmp_path, HEAD + "main reactor Main { physical action a  reaction(a) {= pass =} }")
+    f, rep = compile_text(
+        tmp_path, HEAD + "main reactor Main { physical action a  reaction(a) {= pass =} }"
+    )
     assert f.target.keepalive is True
 
 
@@ -91,7 +143,11 @@ def test_unknown_target_property_is_a_warning(tmp_path):
 
 
 def test_cyclic_instantiation_is_reported(tmp_path):
-    errs = errors_of(tmp_path, HEAD + "reactor A { b = new B() }\nreactor B { a = new A() }\nmain reactor Main { a = new A() }")
+    errs = errors_of(
+        tmp_path,
+        HEAD
+        + "reactor A { b = new B() }\nreactor B { a = new A() }\nmain reactor Main { a = new A() }",
+    )
     assert any("cyclic instantiation: A -> B -> A" in e for e in errs)
 
 
@@ -103,4 +159,7 @@ def test_unused_import_is_a_warning(tmp_path):
 
 def test_missing_import_file_is_located(tmp_path):
     errs = errors_of(tmp_path, HEAD + 'import L from "Nope.lf"\nmain reactor Main {}')
-    assert any(e.startswith(f"{tmp_path / 'Main.lf'}:2:1: error: cannot find the imported file") for e in errs)
+    assert any(
+        e.startswith(f"{tmp_path / 'Main.lf'}:2:1: error: cannot find the imported file")
+        for e in errs
+    )

@@ -68,7 +68,9 @@ def test_python_syntax_error_in_a_body_is_reported_at_its_lf_line(tmp_path):
     src = write(tmp_path, "Counter", COUNTER.replace("self.n += 1", "self.n +== 1"))
     r = lfc("-o", str(tmp_path / "a"), str(src))
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.startswith(f"{src}:6:") and "error: Python syntax error in target code" in r.stderr
+    assert (
+        r.stderr.startswith(f"{src}:6:") and "error: Python syntax error in target code" in r.stderr
+    )
 
 
 def test_clean_removes_stale_generated_files(tmp_path):
@@ -86,7 +88,9 @@ def test_graph_json_describes_the_elaborated_program(tmp_path):
     g = json.loads((tmp_path / "out" / "src-gen" / "Counter" / "graph.json").read_text())
     assert g["name"] == "Counter" and g["target"]["timeout"] == 1_000_000_000
     assert [r["name"] for r in g["reactors"]] == ["Counter"]
-    assert g["reactors"][0]["timers"] == [{"name": "t", "offset": 0, "period": 100_000_000, "mode": None}]
+    assert g["reactors"][0]["timers"] == [
+        {"name": "t", "offset": 0, "period": 100_000_000, "mode": None}
+    ]
     assert [(r["index"], r["level"]) for r in g["reactions"]] == [(0, 0), (1, 1)]
 
 
@@ -94,7 +98,9 @@ def test_generated_module_names_the_lf_lines(tmp_path):
     build(write(tmp_path, "Counter", COUNTER), tmp_path / "out")
     text = (tmp_path / "out" / "src-gen" / "Counter" / "Counter.py").read_text()
     assert "class _Counter(ReactorBase):" in text
-    assert "    def reaction_function_0(self):\n        # Counter.lf:6\n        self.n += 1\n" in text
+    assert (
+        "    def reaction_function_0(self):\n        # Counter.lf:6\n        self.n += 1\n" in text
+    )
 
 
 FAILING = """target Python { fast: true }
@@ -122,7 +128,7 @@ def test_a_failing_reaction_stops_the_program_and_names_the_lf_line(tmp_path):
 
 
 def test_exit_n_in_a_reaction_gives_status_n(tmp_path):
-    text = 'target Python\nmain reactor Quit { reaction(startup) {= exit(7) =} }\n'
+    text = "target Python\nmain reactor Quit { reaction(startup) {= exit(7) =} }\n"
     r = run_program(build(write(tmp_path, "Quit", text), tmp_path / "out"))
     assert r.returncode == 7
 

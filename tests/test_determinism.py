@@ -14,13 +14,12 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from conftest import ROOT, VARIANTS, build, has_main, run_digest, same_on_any_workers
 
 LF_SRC = ROOT / "lf_src"
 PROGRAMS = sorted(p for p in LF_SRC.rglob("*.lf") if has_main(p))
 
-PIDS = r"\.pid(\[\d+\])?$"      # ports that carry process ids, different by design
+PIDS = r"\.pid(\[\d+\])?$"  # ports that carry process ids, different by design
 #: program (relative to lf_src) -> (lfc -D defines for a tiny run, modules it needs, ports
 #: whose values legitimately differ (a regular expression) or None)
 SMALL = {
@@ -33,10 +32,8 @@ SMALL = {
     "bench/Junction.lf": (["n=4", "steps=100", "seed=5"], (), PIDS),
     "bench/Speedup.lf": (["rounds=2", "work=20000"], (), None),
     # the checkpoint path names the run's directory, which carries the start time
-    "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"),
-                       r"\.saved$"),
-    "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"),
-                       r"\.saved$"),
+    "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), r"\.saved$"),
+    "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), r"\.saved$"),
 }
 
 
@@ -54,5 +51,13 @@ def test_same_port_values_on_any_workers(program, tmp_path):
     assert ref.returncode == 0, f"{key} exited {ref.returncode}\n{ref.stderr[-3000:]}"
     assert digest, f"{key} computed no port value"
     variants = [v for v in VARIANTS if v != ("4", "processes") or "torch" not in needs]
-    same_on_any_workers(launcher, ref, digest, None, compare_stdout=False, timeout=300,
-                        ignore=ignore, variants=variants)
+    same_on_any_workers(
+        launcher,
+        ref,
+        digest,
+        None,
+        compare_stdout=False,
+        timeout=300,
+        ignore=ignore,
+        variants=variants,
+    )

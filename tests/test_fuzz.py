@@ -48,11 +48,54 @@ reactor M {
 main reactor Fuzz { m = new M()  (m.out)+ -> m.inp }
 """,
 ]
-TOKENS = ["{", "}", "(", ")", "[", "]", "->", "~>", "=", "{=", "=}", ";", ",", ".", "@label",
-          "reactor", "main", "input", "output", "new", "after", "reaction", "mode", "state",
-          "timer", "action", "logical", "physical", "startup", "msec", "0", "-1", '"', "'",
-          "import", "from", "extends", "interleaved(", ")+", "deadline", "reset", "\n", "x"]
-LOCATED = re.compile(r"^\S+\.lf:\d+:\d+: error: |^lfc: error: |^lfc: \d+ errors?; nothing was built")
+TOKENS = [
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "->",
+    "~>",
+    "=",
+    "{=",
+    "=}",
+    ";",
+    ",",
+    ".",
+    "@label",
+    "reactor",
+    "main",
+    "input",
+    "output",
+    "new",
+    "after",
+    "reaction",
+    "mode",
+    "state",
+    "timer",
+    "action",
+    "logical",
+    "physical",
+    "startup",
+    "msec",
+    "0",
+    "-1",
+    '"',
+    "'",
+    "import",
+    "from",
+    "extends",
+    "interleaved(",
+    ")+",
+    "deadline",
+    "reset",
+    "\n",
+    "x",
+]
+LOCATED = re.compile(
+    r"^\S+\.lf:\d+:\d+: error: |^lfc: error: |^lfc: \d+ errors?; nothing was built"
+)
 
 
 @st.composite
@@ -66,7 +109,7 @@ def mutated(draw):
             old, new = draw(st.sampled_from(words)), draw(st.sampled_from(words))
             text = re.sub(rf"\b{re.escape(old)}\b", new, text, count=draw(st.integers(1, 3)))
         elif op == "delete":
-            text = text[:i] + text[i + draw(st.integers(1, 6)):]
+            text = text[:i] + text[i + draw(st.integers(1, 6)) :]
         elif op == "insert":
             text = text[:i] + " " + draw(st.sampled_from(TOKENS)) + " " + text[i:]
         else:
@@ -80,8 +123,12 @@ def mutated(draw):
     return text
 
 
-@settings(max_examples=250, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=250,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(text=mutated())
 def test_mutated_programs_get_success_or_located_errors(tmp_path: Path, text: str):
     src = tmp_path / "Fuzz.lf"

@@ -15,7 +15,6 @@ worker threads and must exit alike.
 from __future__ import annotations
 
 import pytest
-
 from conftest import LF_TESTS, build, determinism_skip, has_main, run_digest, same_on_any_workers
 
 PROGRAMS = sorted(p for p in LF_TESTS.rglob("*.lf") if has_main(p))
@@ -27,7 +26,8 @@ def test_program(program, tmp_path):
     result, digest = run_digest(launcher, "w1")
     assert result.returncode == 0, (
         f"{program.name} exited with {result.returncode}\n--- stdout\n{result.stdout[-3000:]}"
-        f"\n--- stderr\n{result.stderr[-3000:]}")
+        f"\n--- stderr\n{result.stderr[-3000:]}"
+    )
     same_on_any_workers(launcher, result, digest, determinism_skip(program))
 
 

@@ -25,7 +25,7 @@ def _project(tmp_path: Path, import_line: str, libdir: str) -> Path:
 
 
 def test_package_import_with_file_from_lf_packages(tmp_path):
-    main = _project(tmp_path, 'import Greeter from <greet/Greeter.lf>', "lf-packages/greet/src/lib")
+    main = _project(tmp_path, "import Greeter from <greet/Greeter.lf>", "lf-packages/greet/src/lib")
     assert run_program(build(main, tmp_path / "out")).stdout == "hello from pkg\n"
 
 

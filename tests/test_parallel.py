@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import build, lfc, run_program
+
 from reactors import placement, shm, topology
 from reactors.port import Port
 from reactors.sync import Control
@@ -30,38 +30,67 @@ FAULTS = HERE / "parallel_fixtures" / "Faults.lf"
 
 def _graph(reactors, reactions=(), channels=()):
     """A minimal graph.json: ``reactors`` as (parent, n_reactions, extra dict)."""
-    g = {"version": 1, "reactors": [], "reactions": [], "channels": list(channels),
-         "target": {}}
+    g = {"version": 1, "reactors": [], "reactions": [], "channels": list(channels), "target": {}}
     rid = 0
     for i, (parent, n, extra) in enumerate(reactors):
         ids = []
         for k in range(n):
-            g["reactions"].append({"id": rid, "reactor": i, "index": k, "rank": rid,
-                                   "level": k, "triggers": [], "sources": [], "effects": []})
+            g["reactions"].append(
+                {
+                    "id": rid,
+                    "reactor": i,
+                    "index": k,
+                    "rank": rid,
+                    "level": k,
+                    "triggers": [],
+                    "sources": [],
+                    "effects": [],
+                }
+            )
             ids.append(rid)
             rid += 1
-        g["reactors"].append(dict({"id": i, "name": f"r{i}", "parent": parent, "ports": [],
-                                   "reactions": ids, "bank_index": 0}, **extra))
+        g["reactors"].append(
+            dict(
+                {
+                    "id": i,
+                    "name": f"r{i}",
+                    "parent": parent,
+                    "ports": [],
+                    "reactions": ids,
+                    "bank_index": 0,
+                },
+                **extra,
+            )
+        )
     return g
 
 
 def test_bank_members_are_spread_and_pins_respected():
-    g = _graph([(None, 0, {})]
-               + [(0, 1, {"bank_index": i, "bank_width": 4, "short": "b"}) for i in range(4)]
-               + [(0, 1, {"pin": 3})])
+    g = _graph(
+        [(None, 0, {})]
+        + [(0, 1, {"bank_index": i, "bank_width": 4, "short": "b"}) for i in range(4)]
+        + [(0, 1, {"pin": 3})]
+    )
     w = placement.place(g, 2)
     assert w[1:5] == [0, 1, 0, 1]
-    assert w[5] == 1                      # pin 3 on 2 workers: 3 mod 2
-    assert placement.place(g, 2) == w     # a pure function
+    assert w[5] == 1  # pin 3 on 2 workers: 3 mod 2
+    assert placement.place(g, 2) == w  # a pure function
 
 
 def test_modal_reactors_keep_their_contents_and_writers_share_a_worker():
-    g = _graph([(None, 0, {}), (0, 1, {"modes": [{"name": "A", "initial": True}]}),
-                (1, 1, {}), (0, 1, {}), (0, 1, {})])
+    g = _graph(
+        [
+            (None, 0, {}),
+            (0, 1, {"modes": [{"name": "A", "initial": True}]}),
+            (1, 1, {}),
+            (0, 1, {}),
+            (0, 1, {}),
+        ]
+    )
     groups = placement.groups(g)
-    assert groups[2] == groups[1]         # inside a modal reactor
+    assert groups[2] == groups[1]  # inside a modal reactor
     g["reactors"][3]["ports"] = [{"name": "out", "kind": "output", "width": -2}]
-    for r in (3, 4):                      # reactions of r3 and r4 both write r3.out
+    for r in (3, 4):  # reactions of r3 and r4 both write r3.out
         g["reactions"][r - 1]["effects"] = [{"kind": "port", "reactor": 3, "name": "out"}]
     assert placement.groups(g)[4] == placement.groups(g)[3]
 
@@ -70,20 +99,24 @@ def test_resolve_workers_caps_by_parallelism():
     g = _graph([(None, 0, {})] + [(0, 1, {}) for _ in range(3)])
     assert placement.resolve_workers(g, 0, cores=16) == 3
     assert placement.resolve_workers(g, 0, cores=2) == 2
-    assert placement.resolve_workers(g, 8) == 3      # no worker without reactions
+    assert placement.resolve_workers(g, 8) == 3  # no worker without reactions
     assert placement.resolve_workers(_graph([(None, 1, {})]), 4) == 1
 
 
 def test_crossings_have_one_writer_and_ordered_ranks():
-    g = _graph([(None, 0, {}), (0, 1, {}), (0, 1, {})],
-               channels=[[1, "out", 0, 2, "inp", 0]])
+    g = _graph([(None, 0, {}), (0, 1, {}), (0, 1, {})], channels=[[1, "out", 0, 2, "inp", 0]])
     g["reactors"][1]["ports"] = [{"name": "out", "kind": "output", "width": -2}]
     g["reactors"][2]["ports"] = [{"name": "inp", "kind": "input", "width": -2}]
     g["reactions"][0]["effects"] = [{"kind": "port", "reactor": 1, "name": "out"}]
     g["reactions"][1]["triggers"] = [{"kind": "port", "reactor": 2, "name": "inp"}]
     [c] = topology.crossings(g, [0, 0, 1])
     assert (c.root, c.writer, c.readers, c.last_write, c.first_read) == (
-        (1, "out", 0), 0, (1,), 0, {1: 1})
+        (1, "out", 0),
+        0,
+        (1,),
+        0,
+        {1: 1},
+    )
     assert topology.crossings(g, [0, 1, 1]) == []
 
 
@@ -123,9 +156,9 @@ def test_arrays_travel_zero_copy_read_only_and_slots_are_reused(channel):
     del got
     for seq in range(1, 6):
         assert (_send(src, dst, w, r, seq, a + seq) == a + seq).all()
-    assert len(w.slots) == 2               # double buffering in the steady state
+    assert len(w.slots) == 2  # double buffering in the steady state
     kept = [_send(src, dst, w, r, seq, a * seq) for seq in range(6, 10)]
-    assert [float(k[0, 1]) for k in kept] == [6.0, 7.0, 8.0, 9.0]   # kept values stay intact
+    assert [float(k[0, 1]) for k in kept] == [6.0, 7.0, 8.0, 9.0]  # kept values stay intact
     assert r.copying
 
 
@@ -148,7 +181,7 @@ def test_other_values_and_new_shapes(channel):
     w.publish(4)
     dst._p = False
     r.receive(4)
-    assert not dst._p and dst._v == (1, "a")        # absent: the value persists
+    assert not dst._p and dst._v == (1, "a")  # absent: the value persists
 
 
 def test_torch_tensors_travel(channel):
@@ -177,9 +210,14 @@ def _children(pid: int) -> set:
 
 def _start(launcher, mode, *args, session=False):
     env = dict(os.environ, FAIL_MODE=mode, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([str(launcher), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=session)
+    return subprocess.Popen(
+        [str(launcher), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=session,
+    )
 
 
 def _finish(p, timeout=30):
@@ -194,8 +232,9 @@ def _finish(p, timeout=30):
     while time.monotonic() < left and any(os.path.exists(f"/proc/{k}") for k in kids):
         time.sleep(0.05)
     assert not [k for k in kids if os.path.exists(f"/proc/{k}")], "worker processes left"
-    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"lf{p.pid}x")], \
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"lf{p.pid}x")], (
         "shared memory left"
+    )
     return p.returncode, out, err
 
 
@@ -242,14 +281,22 @@ def test_interrupts_stop_cleanly(faults, how):
 
 def test_graph_json_has_placement_and_pins(tmp_path):
     src = tmp_path / "Pins.lf"
-    src.write_text("target Python { workers: 2, fast: true, timeout: 0 }\n"
-                   "reactor A { reaction(startup) {= print(self.bank_index) =} }\n"
-                   "main reactor { @worker(1) a = new[3] A()\n b = new[2] A() }\n")
+    src.write_text(
+        "target Python { workers: 2, fast: true, timeout: 0 }\n"
+        "reactor A { reaction(startup) {= print(self.bank_index) =} }\n"
+        "main reactor { @worker(1) a = new[3] A()\n b = new[2] A() }\n"
+    )
     r = lfc("-q", "-o", str(tmp_path / "out"), str(src))
     assert r.returncode == 0, r.stderr
     g = json.loads((tmp_path / "out" / "src-gen" / "Pins" / "graph.json").read_text())
     assert [(x["worker"], x["pin"]) for x in g["reactors"]] == [
-        (0, None), (1, 1), (1, 1), (1, 1), (0, None), (1, None)]
+        (0, None),
+        (1, 1),
+        (1, 1),
+        (1, 1),
+        (0, None),
+        (1, None),
+    ]
     launcher = tmp_path / "out" / "bin" / "Pins"
     assert run_program(launcher).stdout == "0\n1\n2\n0\n1\n"
     assert run_program(launcher, "-w", "1").stdout == "0\n1\n2\n0\n1\n"
@@ -257,11 +304,13 @@ def test_graph_json_has_placement_and_pins(tmp_path):
 
 def test_timing_trace_is_written(tmp_path, faults):
     src = tmp_path / "Traced.lf"
-    src.write_text(FAULTS.read_text().replace("workers: 2", "workers: 2, tracing: true")
-                   .replace("main reactor Faults", "main reactor Traced"))
+    src.write_text(
+        FAULTS.read_text()
+        .replace("workers: 2", "workers: 2, tracing: true")
+        .replace("main reactor Faults", "main reactor Traced")
+    )
     launcher = build(src, tmp_path / "out")
-    r = subprocess.run([str(launcher)], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([str(launcher)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     events = json.loads((tmp_path / "Traced.trace.json").read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
@@ -272,6 +321,7 @@ def test_waiting_workers_block_instead_of_spinning(tmp_path):
     """Four workers on this machine's cores, idle between 200 ms timer ticks for 2 s: they
     must sleep in the kernel (busy waiting would cost about 2 s of CPU per core)."""
     import resource
+
     launcher = build(HERE / "parallel_fixtures" / "Idle.lf", tmp_path)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
@@ -289,8 +339,11 @@ def test_physical_actions_and_stop_requests_from_threads(tmp_path, backend, sour
     """Events a thread of either worker schedules (worker 0 also coordinates), and a stop
     requested from a thread, behave as on one worker."""
     src = tmp_path / "Physical.lf"
-    src.write_text((HERE / "parallel_fixtures" / "Physical.lf").read_text().replace(
-        "  s = new Source()", f"  @worker({source_on}) s = new Source()"))
+    src.write_text(
+        (HERE / "parallel_fixtures" / "Physical.lf")
+        .read_text()
+        .replace("  s = new Source()", f"  @worker({source_on}) s = new Source()")
+    )
     launcher = build(src, tmp_path / "out")
     r = run_program(launcher, "--backend", backend)
     assert r.returncode == 0, r.stderr
@@ -299,10 +352,11 @@ def test_physical_actions_and_stop_requests_from_threads(tmp_path, backend, sour
 
 def test_digest_encoding_and_merge(tmp_path):
     from reactors import trace
+
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
-    assert trace.encode(a) == trace.encode(a.copy(order="F"))     # layout does not matter
-    assert trace.encode(a) != trace.encode(a.reshape(3, 2))        # shape does
-    assert trace.encode(a) != trace.encode(a.astype(np.int64))     # dtype does
+    assert trace.encode(a) == trace.encode(a.copy(order="F"))  # layout does not matter
+    assert trace.encode(a) != trace.encode(a.reshape(3, 2))  # shape does
+    assert trace.encode(a) != trace.encode(a.astype(np.int64))  # dtype does
     assert trace.encode({"x": 1}) == trace.encode({"x": 1})
     assert b"unpicklable" in trace.encode(lambda: 0)
     parts = [tmp_path / "d.w0", tmp_path / "d.w1"]

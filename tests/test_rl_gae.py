@@ -18,17 +18,23 @@ VALUES = [0.5, 0.4, 0.3]
 
 
 def test_gae_without_episode_end():
-    adv, ret = compute_gae(np.array(REWARDS)[:, None], np.array(VALUES)[:, None],
-                           np.zeros((3, 1)), np.array([0.2]), gamma=0.9, lam=0.8)
+    adv, ret = compute_gae(
+        np.array(REWARDS)[:, None],
+        np.array(VALUES)[:, None],
+        np.zeros((3, 1)),
+        np.array([0.2]),
+        gamma=0.9,
+        lam=0.8,
+    )
     assert adv.dtype == np.float32 and adv.shape == (3, 1)
     np.testing.assert_allclose(adv[:, 0], [1.942592, 1.5036, 0.88], rtol=1e-6)
     np.testing.assert_allclose(ret[:, 0], [2.442592, 1.9036, 1.18], rtol=1e-6)
 
 
 def test_gae_episode_end_cuts_bootstrap_per_env():
-    rewards = np.array([REWARDS, REWARDS]).T          # (T=3, E=2)
+    rewards = np.array([REWARDS, REWARDS]).T  # (T=3, E=2)
     values = np.array([VALUES, VALUES]).T
-    dones = np.array([[0, 0], [1, 0], [0, 0]])       # env 0 ends after step 1
+    dones = np.array([[0, 0], [1, 0], [0, 0]])  # env 0 ends after step 1
     adv, _ = compute_gae(rewards, values, dones, np.array([0.2, 0.2]), gamma=0.9, lam=0.8)
     np.testing.assert_allclose(adv[:, 0], [1.292, 0.6, 0.88], rtol=1e-6)
     np.testing.assert_allclose(adv[:, 1], [1.942592, 1.5036, 0.88], rtol=1e-6)
@@ -38,8 +44,9 @@ def test_gae_lambda_one_is_discounted_return_minus_value():
     r = np.array([[1.0], [2.0], [3.0]])
     v = np.array([[0.0], [0.0], [0.0]])
     _, ret = compute_gae(r, v, np.zeros((3, 1)), np.array([10.0]), gamma=0.5, lam=1.0)
-    np.testing.assert_allclose(ret[:, 0], [1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 10,
-                                           2 + 0.5 * 3 + 0.25 * 10, 3 + 0.5 * 10])
+    np.testing.assert_allclose(
+        ret[:, 0], [1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 10, 2 + 0.5 * 3 + 0.25 * 10, 3 + 0.5 * 10]
+    )
 
 
 def test_gae_rejects_mismatched_shapes():

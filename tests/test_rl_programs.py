@@ -28,8 +28,14 @@ def program_copy(tmp_path: Path, name: str, **defaults) -> Path:
 def run_in(launcher: Path, cwd: Path, name: str, *args: str):
     """Run the program in ``cwd`` with program options ``args``; returns (process, run dir)."""
     cwd.mkdir()
-    proc = subprocess.run([str(launcher), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=150, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = subprocess.run(
+        [str(launcher), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     runs = sorted((cwd / "runs" / name).iterdir())
     assert len(runs) == 1, (runs, proc.stderr[-3000:])
     return proc, runs[0]
@@ -45,14 +51,16 @@ def returns_of(run_dir: Path) -> list[float]:
 def check_twice(tmp_path: Path, name: str, target: float, **defaults):
     launcher = program_copy(tmp_path, name, target_return=target, **defaults)
     # The same seed on 1 and on 2 workers (processes) must give the same returns.csv.
-    (p1, d1), (p2, d2) = (run_in(launcher, tmp_path / f"run{w}", name, "-w", str(w)) for w in (1, 2))
+    (p1, d1), (p2, d2) = (
+        run_in(launcher, tmp_path / f"run{w}", name, "-w", str(w)) for w in (1, 2)
+    )
     for p in (p1, p2):
         assert p.returncode == 0, f"{name} exited {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     assert (d1 / "returns.csv").read_bytes() == (d2 / "returns.csv").read_bytes()
     for f in ("learning_curve.png", "model.pt", "graph.json"):
         assert (d1 / f).stat().st_size > 0, f
     rets = returns_of(d1)
-    assert sum(rets[-20:]) / 20 >= target     # a random policy averages about 22
+    assert sum(rets[-20:]) / 20 >= target  # a random policy averages about 22
     return rets
 
 

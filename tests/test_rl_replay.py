@@ -29,7 +29,7 @@ def test_sample_draws_only_stored_transitions_with_consistent_fields():
     np.testing.assert_array_equal(s["next_obs"][:, 0], a + 1)
     np.testing.assert_array_equal(s["rewards"], a * 10.0)
     np.testing.assert_array_equal(s["dones"], a % 2)
-    counts = np.bincount(a, minlength=30)          # roughly uniform: every index drawn
+    counts = np.bincount(a, minlength=30)  # roughly uniform: every index drawn
     assert counts.min() > 0
 
 
@@ -43,7 +43,7 @@ def test_sample_depends_only_on_the_generator():
 
 
 def test_wrap_around_overwrites_oldest():
-    buf = filled(5, 7)                     # transitions 0..6 into 5 slots
+    buf = filled(5, 7)  # transitions 0..6 into 5 slots
     assert len(buf) == 5 and buf.pos == 2 and buf.added == 7
     np.testing.assert_array_equal(buf.actions, [5, 6, 2, 3, 4])
     buf.add(np.full((1, 2), 9.0), [9], [0.0], np.zeros((1, 2)), [0])
@@ -52,7 +52,7 @@ def test_wrap_around_overwrites_oldest():
 
 
 def test_batch_larger_than_capacity_keeps_the_last_ones():
-    buf = filled(4, 10)                    # 10 transitions, one add, 4 slots
+    buf = filled(4, 10)  # 10 transitions, one add, 4 slots
     assert sorted(buf.actions.tolist()) == [6, 7, 8, 9]
     assert buf.pos == 10 % 4
 
@@ -69,8 +69,13 @@ def test_feed_stores_final_observation_of_finished_episodes():
     first = EnvStep(np.array([[0.0], [10.0]], np.float32), np.zeros(2, np.float32), f, f)
     assert feed.observe(first, None) is None
     # env 1's episode ends: its new obs is a reset (99), its final obs was 11
-    second = EnvStep(np.array([[1.0], [99.0]], np.float32), np.ones(2, np.float32),
-                     np.array([False, True]), f, np.array([[0.0], [11.0]], np.float32))
+    second = EnvStep(
+        np.array([[1.0], [99.0]], np.float32),
+        np.ones(2, np.float32),
+        np.array([False, True]),
+        f,
+        np.array([[0.0], [11.0]], np.float32),
+    )
     batch = feed.observe(second, np.array([1, 0]))
     assert isinstance(batch, list) and len(batch) == 1
     b = feed.buffer

@@ -29,11 +29,19 @@ def test_streams_depend_on_seed_and_name_only():
 
 
 def test_streams_do_not_depend_on_the_process():
-    code = ("from rl_algos.seeding import reactor_rng; "
-            "print(reactor_rng(3, 'M.p').integers(1 << 30))")
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONHASHSEED=h), check=True).stdout
-            for h in ("0", "1", "random")}
+    code = (
+        "from rl_algos.seeding import reactor_rng; print(reactor_rng(3, 'M.p').integers(1 << 30))"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED=h),
+            check=True,
+        ).stdout
+        for h in ("0", "1", "random")
+    }
     assert outs == {f"{reactor_rng(3, 'M.p').integers(1 << 30)}\n"}
 
 
@@ -59,9 +67,12 @@ def test_torch_seeded_networks_are_identical_and_restore_the_global_generator():
 
 
 def test_batch_to_device_is_bit_exact_and_keeps_dtypes():
-    arrays = {"obs": np.arange(12, dtype=np.uint8).reshape(3, 4),
-              "actions": np.array([2, 0, 1]), "rewards": np.array([0.5, -1, 1e-8], np.float32),
-              "dones": np.array([True, False, True])}
+    arrays = {
+        "obs": np.arange(12, dtype=np.uint8).reshape(3, 4),
+        "actions": np.array([2, 0, 1]),
+        "rewards": np.array([0.5, -1, 1e-8], np.float32),
+        "dones": np.array([True, False, True]),
+    }
     out = batch_to_device(arrays, choose_device("cpu"))
     for k, a in arrays.items():
         assert out[k].shape == a.shape

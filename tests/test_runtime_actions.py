@@ -5,9 +5,9 @@ import threading
 import time
 
 import pytest
+from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, ReactorBase, lf, request_stop
-from runtime_fixtures.graphkit import Kit, act
 
 LOG = []
 
@@ -22,8 +22,16 @@ def elapsed():
     return (t.time - lf.time.start(), t.microstep)
 
 
-def one_reactor(cls, actions, timeout=None, fast=True, keepalive=False, shutdown=False,
-                startup_effects=("a",), timers=()):
+def one_reactor(
+    cls,
+    actions,
+    timeout=None,
+    fast=True,
+    keepalive=False,
+    shutdown=False,
+    startup_effects=("a",),
+    timers=(),
+):
     """Main with reaction 0 on startup (effects: the actions) and reaction 1 on action a."""
     k = Kit(timeout=timeout, fast=fast, keepalive=keepalive)
     m = k.add("Main", cls, actions=actions, timers=timers)
@@ -59,8 +67,12 @@ def test_zero_delay_piles_up_in_microsteps():
             a.schedule(MSEC(1), 4)
 
     assert one_reactor(R, [act("a")]).run() == 0
-    assert LOG == [((0, 1), 1, True), ((0, 2), 2, True), ((MSEC(1), 0), 3, True),
-                   ((MSEC(1), 1), 4, True)]
+    assert LOG == [
+        ((0, 1), 1, True),
+        ((0, 2), 2, True),
+        ((MSEC(1), 0), 3, True),
+        ((MSEC(1), 1), 4, True),
+    ]
 
 
 def test_action_value_persists_and_presence_clears():
@@ -86,13 +98,17 @@ def spaced(policy):
             a.schedule(0, "first")
             a.schedule(MSEC(100), "second")
             a.schedule(MSEC(500), "third")
+
     return one_reactor(R, [act("a", min_spacing=MSEC(300), policy=policy)])
 
 
 def test_min_spacing_defer():
     assert spaced("defer").run() == 0
-    assert LOG == [((0, 1), "first", True), ((MSEC(300), 0), "second", True),
-                   ((MSEC(600), 0), "third", True)]
+    assert LOG == [
+        ((0, 1), "first", True),
+        ((MSEC(300), 0), "second", True),
+        ((MSEC(600), 0), "third", True),
+    ]
 
 
 def test_min_spacing_drop():
@@ -195,8 +211,13 @@ def test_after_delay_lowering(delay, expect):
     main = k.add("Main", ReactorBase)
     s = k.add("s", Src, parent=main, ports=["out"])
     d = k.add("d", Dst, parent=main, ports=["inp"])
-    dl = k.add("delay", DelayReactor, parent=main, ports=["inp", "out"],
-               actions=[act("act", min_delay=delay)])
+    dl = k.add(
+        "delay",
+        DelayReactor,
+        parent=main,
+        ports=["inp", "out"],
+        actions=[act("act", min_delay=delay)],
+    )
     k.reaction(s, ["startup"], effects=[("port", s, "out")])
     k.reaction(d, [("port", d, "inp")])
     k.reaction(dl, [("action", "act")], effects=[("port", dl, "out")])
@@ -228,6 +249,7 @@ def test_physical_action_from_threads_wakes_the_scheduler():
                 time.sleep(0.05)
                 a.schedule(0, "one")
                 a.schedule(0, "two")
+
             threading.Thread(target=work, daemon=True).start()
 
         def reaction_function_1(self, a):
@@ -236,13 +258,17 @@ def test_physical_action_from_threads_wakes_the_scheduler():
                 request_stop()
 
     k = Kit(fast=False, keepalive=True, timeout=10 * 10**9)
-    m = k.add("Main", R, actions=[act("a", origin="physical", min_delay=MSEC(10))],
-              timers=[("far", 5 * 10**9, 0)])
+    m = k.add(
+        "Main",
+        R,
+        actions=[act("a", origin="physical", min_delay=MSEC(10))],
+        timers=[("far", 5 * 10**9, 0)],
+    )
     k.reaction(m, ["startup"], effects=[("action", "a")])
     k.reaction(m, [("action", "a")])
     t0 = time.monotonic()
     assert k.run() == 0
-    assert time.monotonic() - t0 < 2.0    # the far timer did not hold it up
+    assert time.monotonic() - t0 < 2.0  # the far timer did not hold it up
     assert [v for _, v in LOG] == ["one", "two"]
     (t1, m1), (t2, m2) = LOG[0][0], LOG[1][0]
     assert t1 >= MSEC(60) and (t2, m2) > (t1, m1)
@@ -302,6 +328,7 @@ def test_many_threads_schedule_physical_action():
             def work():
                 for _ in range(per):
                     a.schedule(0, 1)
+
             ts = [threading.Thread(target=work) for _ in range(n_threads)]
             for t in ts:
                 t.start()
@@ -318,4 +345,4 @@ def test_many_threads_schedule_physical_action():
     k.reaction(m, [("action", "a")])
     assert k.run() == 0
     assert len(LOG) == n_threads * per
-    assert len(set(LOG)) == len(LOG)   # every event at its own tag
+    assert len(set(LOG)) == len(LOG)  # every event at its own tag

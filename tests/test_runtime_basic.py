@@ -2,9 +2,9 @@
 ordering, termination (spec §2.2-§2.7, §3.1-§3.10)."""
 
 import pytest
+from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, Make, ReactorBase, lf, request_stop
-from runtime_fixtures.graphkit import Kit, act
 
 LOG = []
 
@@ -61,7 +61,7 @@ def test_timers_and_timeout():
     both = [e[1] for e in LOG if e[0] == "both"]
     assert t1 == [(0, 0), (MSEC(5), 0), (MSEC(10), 0)]
     assert t2 == [(MSEC(3), 0), (MSEC(7), 0)]
-    assert both == sorted(set(t1) | set(t2))   # once per tag even when both fire
+    assert both == sorted(set(t1) | set(t2))  # once per tag even when both fire
 
 
 def test_timer_once_like_startup():
@@ -110,7 +110,11 @@ def test_ports_presence_and_persistence():
     assert [e for e in LOG if e[0] != "probe"] == [(0, 1, True), (MSEC(2), 3, True)]
     # the value persists while absent (PersistentInputs)
     assert [e for e in LOG if e[0] == "probe"] == [
-        ("probe", 1, True), ("probe", 1, False), ("probe", 3, True), ("probe", 3, False)]
+        ("probe", 1, True),
+        ("probe", 1, False),
+        ("probe", 3, True),
+        ("probe", 3, False),
+    ]
 
 
 def test_port_value_is_read_only_and_shared():
@@ -159,8 +163,8 @@ def test_hierarchy_pass_through_and_contained_capsules():
     k.reaction(i, [("port", i, "inp")], effects=[("port", i, "out")])
     k.reaction(main, ["startup"], effects=[("port", w, "inp")])
     k.reaction(main, [("port", w, "out")])
-    k.connect(w, "inp", i, "inp")    # own input -> contained input
-    k.connect(i, "out", w, "out")    # contained output -> own output
+    k.connect(w, "inp", i, "inp")  # own input -> contained input
+    k.connect(i, "out", w, "out")  # contained output -> own output
     assert k.run() == 0
     assert LOG == [("main", 40, True)]
 
@@ -213,12 +217,17 @@ def test_bank_capsules_and_params():
 
     k = Kit()
     main = k.add("Main", Main)
-    ms = [k.add(f"b[{i}]", Member, parent=main, ports=["out"], bank_index=i,
-                params={"scale": 10}) for i in range(3)]
+    ms = [
+        k.add(f"b[{i}]", Member, parent=main, ports=["out"], bank_index=i, params={"scale": 10})
+        for i in range(3)
+    ]
     for r in ms:
         k.reaction(r, ["startup"], effects=[("port", r, "out")])
-    k.reaction(main, [("port", r, "out") for r in ms],
-               args=[{"name": "b", "kind": "bank", "reactors": ms, "ports": ["out"]}])
+    k.reaction(
+        main,
+        [("port", r, "out") for r in ms],
+        args=[{"name": "b", "kind": "bank", "reactors": ms, "ports": ["out"]}],
+    )
     assert k.run() == 0
     assert LOG == [[0, 10, 20]]
 
@@ -254,7 +263,7 @@ def test_double_trigger_runs_once_and_rank_order():
 
     k = Kit()
     main = k.add("Main", Empty)
-    d = k.add("d", Dst, parent=main, ports=["a", "b"])   # created first: rank decides order
+    d = k.add("d", Dst, parent=main, ports=["a", "b"])  # created first: rank decides order
     s = k.add("s", Src, parent=main, ports=["a", "b"])
     k.reaction(d, [("port", d, "a"), ("port", d, "b")])
     k.reaction(s, ["startup"], effects=[("port", s, "a"), ("port", s, "b")])
@@ -306,7 +315,7 @@ def test_request_stop_next_microstep_and_final_tag():
 
         def reaction_function_1(self):
             LOG.append(("shutdown", elapsed()))
-            lf.request_stop()   # no effect in the final tag
+            lf.request_stop()  # no effect in the final tag
 
     k = Kit()
     m = k.add("Main", R, actions=[act("a")])
@@ -420,12 +429,16 @@ def test_mode_local_forward_function():
     s = k.add("s", Src, parent=main, ports=[("out", 2)])
     d = k.add("d", Dst, parent=main, ports=[("inp", 2)])
     k.reaction(s, ["startup"], effects=[("port", s, "out")])
-    k.reaction(main, [("port", s, "out")], effects=[("port", d, "inp")],
-               function="_lf_forward",
-               args=[{"name": "src", "kind": "channels",
-                      "channels": [[s, "out", 0], [s, "out", 1]]},
-                     {"name": "dst", "kind": "channels",
-                      "channels": [[d, "inp", 0], [d, "inp", 1]]}])
+    k.reaction(
+        main,
+        [("port", s, "out")],
+        effects=[("port", d, "inp")],
+        function="_lf_forward",
+        args=[
+            {"name": "src", "kind": "channels", "channels": [[s, "out", 0], [s, "out", 1]]},
+            {"name": "dst", "kind": "channels", "channels": [[d, "inp", 0], [d, "inp", 1]]},
+        ],
+    )
     k.reaction(d, [("port", d, "inp")])
     assert k.run() == 0
     assert LOG == [[(None, False), ("v", True)]]
@@ -436,7 +449,7 @@ def test_make_is_a_plain_bag():
     m.b = 2
     assert (m.a, m.b) == (1, 2)
     with pytest.raises(AttributeError):
-        m.c
+        _ = m.c
 
 
 def test_start_time_multiple_option():
@@ -465,14 +478,18 @@ def test_bank_ports_argument_and_transport_trigger():
     ms = [k.add(f"b[{i}]", Member, parent=main, ports=["out"], bank_index=i) for i in range(2)]
     for r in ms:
         k.reaction(r, ["startup"], effects=[("port", r, "out")])
-    k.reaction(main, [("port", r, "out") for r in ms],
-               args=[{"name": "b_out", "kind": "bank_ports", "reactors": ms, "port": "out"}])
+    k.reaction(
+        main,
+        [("port", r, "out") for r in ms],
+        args=[{"name": "b_out", "kind": "bank_ports", "reactors": ms, "port": "out"}],
+    )
     assert k.run() == 0
     assert LOG == [[100, 101]]
 
 
 def test_port_trigger_marks_present_without_changing_value():
     from reactors.port import Port
+
     marked, rq = [], []
     p = Port("x")
     p._mark, p._rq, p._triggers = marked.append, rq, (3, 1)

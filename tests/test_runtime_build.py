@@ -4,12 +4,12 @@ import json
 import os
 
 import pytest
+from runtime_fixtures.graphkit import Kit
 
 from reactors.api import ReactorBase
 from reactors.build import absolutize, build, load_graph
 from reactors.errors import GraphError, SourceMap
 from reactors.port import Multiport
-from runtime_fixtures.graphkit import Kit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,13 +32,14 @@ def test_zero_delay_channels_share_the_root_port():
     d = k.add("d", Any, parent=c, ports=["inp"])
     k.connect(a, "out", b, "inp")
     k.connect(a, "out", c, "inp", src_ch=1)
-    k.connect(c, "inp", d, "inp")           # pass-through hop
+    k.connect(c, "inp", d, "inp")  # pass-through hop
     k.reaction(b, [("port", b, "inp")])
     k.reaction(d, [("port", d, "inp")])
     k.reaction(a, ["startup"], effects=[("port", a, "out")])
     p = build(k.module, k.graph())
-    ra, rb, rd = (next(r for r in p.reactions if r.owner == n)
-                  for n in ("Main.a", "Main.b", "Main.c.d"))
+    ra, rb, rd = (
+        next(r for r in p.reactions if r.owner == n) for n in ("Main.a", "Main.b", "Main.c.d")
+    )
     out = ra.args[0]
     assert isinstance(out, Multiport) and len(out) == 2
     assert rb.args[0] is out[0] and rd.args[0] is out[1]
@@ -98,9 +99,15 @@ def test_source_map_translates_module_lines(tmp_path):
 
 
 def test_relative_paths_are_resolved_against_graph_dir(tmp_path):
-    g = {"version": 1, "main_file": "x/Foo.lf", "source_directory": "x",
-         "package_directory": "/abs", "reactors": [{"file": "x/Foo.lf"}],
-         "reactions": [{"file": "/abs/Bar.lf"}], "line_map": [[1, 2, "x/Foo.lf", 3]]}
+    g = {
+        "version": 1,
+        "main_file": "x/Foo.lf",
+        "source_directory": "x",
+        "package_directory": "/abs",
+        "reactors": [{"file": "x/Foo.lf"}],
+        "reactions": [{"file": "/abs/Bar.lf"}],
+        "line_map": [[1, 2, "x/Foo.lf", 3]],
+    }
     path = tmp_path / "graph.json"
     path.write_text(json.dumps(g))
     g = load_graph(str(path))

@@ -4,9 +4,9 @@
 import time
 
 import pytest
+from runtime_fixtures.graphkit import Kit
 
 from reactors.api import MSEC, ReactorBase, lf
-from runtime_fixtures.graphkit import Kit
 
 LOG = []
 
@@ -71,13 +71,13 @@ def test_deadline_zero_always_runs_handler():
 def test_check_and_update_deadline():
     class R(ReactorBase):
         def reaction_function_0(self):
-            assert self.check_deadline() is False      # no deadline: always False
+            assert self.check_deadline() is False  # no deadline: always False
 
         def reaction_function_1(self):
             assert self.check_deadline(False) is False
             time.sleep(0.02)
             assert lf.check_deadline(self, False) is True
-            assert self.check_deadline(True) is True   # runs the handler now
+            assert self.check_deadline(True) is True  # runs the handler now
             LOG.append("after check")
 
         def deadline_function_1(self):
@@ -117,7 +117,7 @@ def test_deadline_priority_orders_same_level_reactions():
 
     k = Kit()
     main = k.add("Main", ReactorBase)
-    a = k.add("a", A, parent=main)       # earlier instance, no deadline
+    a = k.add("a", A, parent=main)  # earlier instance, no deadline
     b = k.add("b", B, parent=main)
     k.reaction(a, ["startup"])
     k.reaction(b, ["startup"], deadline=MSEC(1000))

@@ -20,13 +20,16 @@ FAILING_LF = os.path.join(FIX, "Failing", "Failing.lf")
 
 def run_fixture(path, *args, mode="ok", timeout=60):
     env = dict(os.environ, FAIL_MODE=mode)
-    return subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, path, *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def test_parse_options():
-    o = parse_options(["-o", "5", "msec", "-f", "false", "-k", "true", "-w", "2"],
-                      {"fast": True, "timeout": SEC(1)})
+    o = parse_options(
+        ["-o", "5", "msec", "-f", "false", "-k", "true", "-w", "2"],
+        {"fast": True, "timeout": SEC(1)},
+    )
     assert (o.timeout, o.fast, o.keepalive, o.workers) == (MSEC(5), False, True, 2)
     o = parse_options(["--fast", "--timeout", "0", "-m", "1", "sec"], {})
     assert (o.fast, o.timeout, o.start_multiple) == (True, 0, SEC(1))
@@ -59,7 +62,7 @@ def test_exception_reports_lf_lines_and_stops():
     assert f'File "{FAILING_LF}", line 18, in reaction_function_0' in err
     assert "print(self.divide(1))" in err and "return x / self.n" in err
     assert "ZeroDivisionError: division by zero" in err
-    assert "reactors" + os.sep not in err and "Failing.py" not in err   # no runtime frames
+    assert "reactors" + os.sep not in err and "Failing.py" not in err  # no runtime frames
 
 
 def test_exit_n_keeps_status_and_stops():
@@ -78,8 +81,13 @@ def test_exit_zero_stops_quietly():
 @pytest.mark.parametrize("mode", ["sleep", "ok"])
 def test_ctrl_c_stops_cleanly(mode):
     env = dict(os.environ, FAIL_MODE=mode)
-    p = subprocess.Popen([sys.executable, FAILING, "-o", "1", "hour"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [sys.executable, FAILING, "-o", "1", "hour"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert p.stdout.readline() == "tick\n"
     time.sleep(0.2)
     p.send_signal(signal.SIGINT)
@@ -94,7 +102,11 @@ def test_pingpong_fixture_runs():
 
 
 def test_bench_script_small_run():
-    r = subprocess.run([sys.executable, "-m", "reactors._bench_pingpong", "2000", "--repeat", "1"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "reactors._bench_pingpong", "2000", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "us/reaction" in r.stdout

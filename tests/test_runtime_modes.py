@@ -2,9 +2,9 @@
 modes, reset state, hierarchy (spec §2.5, §3.12)."""
 
 import pytest
+from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, ReactorBase, lf
-from runtime_fixtures.graphkit import Kit, act
 
 LOG = []
 
@@ -49,8 +49,9 @@ def timers_program(transition):
             A.set()
 
     k = Kit(timeout=MSEC(22))
-    m = k.add("Main", R, modes=["A", "B"],
-              timers=[("T", 0, MSEC(3), "A"), ("switch", MSEC(5), MSEC(5))])
+    m = k.add(
+        "Main", R, modes=["A", "B"], timers=[("T", 0, MSEC(3), "A"), ("switch", MSEC(5), MSEC(5))]
+    )
     k.reaction(m, [("timer", "T")], mode="A")
     k.reaction(m, [("timer", "switch")], effects=[("mode", "B", "reset")], mode="A")
     k.reaction(m, [("timer", "switch")], effects=[("mode", "A", transition)], mode="B")
@@ -83,8 +84,13 @@ def test_mode_actions_suspended(transition, expect):
             A.set()
 
     k = Kit(timeout=MSEC(30))
-    m = k.add("Main", R, modes=["A", "B"], actions=[act("a", mode="A")],
-              timers=[("leave", MSEC(2), 0), ("back", MSEC(10), 0)])
+    m = k.add(
+        "Main",
+        R,
+        modes=["A", "B"],
+        actions=[act("a", mode="A")],
+        timers=[("leave", MSEC(2), 0), ("back", MSEC(10), 0)],
+    )
     k.reaction(m, ["startup"], effects=[("action", "a")], mode="A")
     k.reaction(m, [("action", "a")], mode="A")
     k.reaction(m, [("timer", "leave")], effects=[("mode", "B", "reset")], mode="A")
@@ -142,8 +148,13 @@ def test_startup_reset_shutdown_in_modes():
     k.reaction(m, ["shutdown"], mode="C")
     assert k.run() == 0
     # the queue is empty after 3 ms: starvation stops at (3, 1); C was never active
-    assert LOG == [("startup A", (0, 0)), ("startup B", (1, 1)), ("reset B", (1, 1)),
-                   ("shutdown A", (3, 1)), ("shutdown B", (3, 1))]
+    assert LOG == [
+        ("startup A", (0, 0)),
+        ("startup B", (1, 1)),
+        ("reset B", (1, 1)),
+        ("shutdown A", (3, 1)),
+        ("shutdown B", (3, 1)),
+    ]
 
 
 def test_reset_into_current_mode_runs_reset_reactions_again():
@@ -223,8 +234,13 @@ def test_inactive_mode_reactions_and_contained_instances_are_silent():
             B.set()
 
     k = Kit(timeout=MSEC(3))
-    m = k.add("Main", Main, modes=["A", "B"], ports=["out", "inp"],
-              timers=[("t", 0, MSEC(1)), ("go", MSEC(2), 0)])
+    m = k.add(
+        "Main",
+        Main,
+        modes=["A", "B"],
+        ports=["out", "inp"],
+        timers=[("t", 0, MSEC(1)), ("go", MSEC(2), 0)],
+    )
     c = k.add("c", Child, parent=m, mode="B", timers=[("ct", 0, MSEC(1))])
     k.reaction(m, [("timer", "t")], effects=[("port", m, "out")])
     k.reaction(m, [("port", m, "inp")], mode="A")
@@ -233,8 +249,14 @@ def test_inactive_mode_reactions_and_contained_instances_are_silent():
     k.reaction(c, [("timer", "ct")])
     k.connect(m, "out", m, "inp")
     assert k.run() == 0
-    assert LOG == [("A got", (0, 0)), ("A got", (1, 0)), ("A got", (2, 0)),
-                   ("child", (2, 1)), ("child", (3, 0)), ("B got", (3, 0))]
+    assert LOG == [
+        ("A got", (0, 0)),
+        ("A got", (1, 0)),
+        ("A got", (2, 0)),
+        ("child", (2, 1)),
+        ("child", (3, 0)),
+        ("B got", (3, 0)),
+    ]
 
 
 def nested_program(outer_back):
@@ -262,8 +284,7 @@ def nested_program(outer_back):
             X.set()
 
     k = Kit(timeout=MSEC(6))
-    o = k.add("Main", Outer, modes=["X", "Y"],
-              timers=[("leave", MSEC(2), 0), ("back", MSEC(4), 0)])
+    o = k.add("Main", Outer, modes=["X", "Y"], timers=[("leave", MSEC(2), 0), ("back", MSEC(4), 0)])
     i = k.add("i", Inner, parent=o, mode="X", modes=["P", "Q"], timers=[("t", 0, MSEC(1))])
     k.reaction(o, [("timer", "leave")], effects=[("mode", "Y", "reset")], mode="X")
     k.reaction(o, [("timer", "back")], effects=[("mode", "X", outer_back)], mode="Y")
@@ -275,8 +296,14 @@ def nested_program(outer_back):
 def test_hierarchical_reset_returns_nested_to_initial_mode():
     assert nested_program("reset").run() == 0
     # inner timer restarts at (4, 1) in initial mode P, then Q
-    assert LOG == [("P", (0, 0)), ("Q", (1, 0)), ("Q", (2, 0)), ("P", (4, 1)), ("Q", (5, 0)),
-                   ("Q", (6, 0))]
+    assert LOG == [
+        ("P", (0, 0)),
+        ("Q", (1, 0)),
+        ("Q", (2, 0)),
+        ("P", (4, 1)),
+        ("Q", (5, 0)),
+        ("Q", (6, 0)),
+    ]
 
 
 def test_history_keeps_nested_mode():

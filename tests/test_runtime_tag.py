@@ -4,11 +4,27 @@ import copy
 import pickle
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reactors import api
-from reactors.api import (BILLION, DAY, DAYS, FOREVER, HOUR, MINUTES, MSEC, NEVER, NSEC, SEC,
-                          USECS, WEEK, WEEKS, Tag, lf)
+from reactors.api import (
+    BILLION,
+    DAY,
+    DAYS,
+    FOREVER,
+    HOUR,
+    MINUTES,
+    MSEC,
+    NEVER,
+    NSEC,
+    SEC,
+    USECS,
+    WEEK,
+    WEEKS,
+    Tag,
+    lf,
+)
 from reactors.tag import parse_duration
 
 
@@ -52,9 +68,9 @@ def test_tag_compare_type_errors():
         with pytest.raises(TypeError):
             getattr(Tag(1, 0), op)(5)
     with pytest.raises(TypeError):
-        Tag(1, 0) == 5
+        _ = Tag(1, 0) == 5
     with pytest.raises(TypeError):
-        Tag(1, 0) < 5
+        _ = Tag(1, 0) < 5
     with pytest.raises(TypeError):
         lf.tag_compare(Tag(1, 0), (1, 0))
 
@@ -64,8 +80,12 @@ def test_tag_copy_and_pickle():
     assert copy.deepcopy(t) == t and pickle.loads(pickle.dumps(t)) == t
 
 
-@given(st.integers(-2**63, 2**63 - 1), st.integers(0, 2**32), st.integers(-2**63, 2**63 - 1),
-       st.integers(0, 2**32))
+@given(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 2**32),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 2**32),
+)
 def test_tag_order_is_lexicographic(t1, m1, t2, m2):
     a, b = Tag(t1, m1), Tag(t2, m2)
     ka, kb = (t1, m1), (t2, m2)

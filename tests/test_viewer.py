@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import LF_TESTS, ROOT
 
 from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, format_time, load_trace, reaction_key, render
-from conftest import LF_TESTS, ROOT
 
 PROGRAMS = {
     "NestedBanks": LF_TESTS / "multiport" / "NestedBanks.lf",
@@ -50,22 +50,32 @@ def all_boxes(box: dict):
 
 def test_command_writes_one_self_contained_page_per_graph(built):
     graphs = [str(built / "src-gen" / n / "graph.json") for n in PROGRAMS]
-    r = subprocess.run([sys.executable, "-m", "codegen.viewer", *graphs], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "codegen.viewer", *graphs],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [str(Path(g).with_name("graph.html")) for g in graphs]
     for name in PROGRAMS:
         html = (built / "src-gen" / name / "graph.html").read_text()
         assert page_data(html)["name"] == name
-        assert "elkjs 0.12.1" in html and "g.ELK = f()" in html        # the ELK bundle, inlined
+        assert "elkjs 0.12.1" in html and "g.ELK = f()" in html  # the ELK bundle, inlined
         assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=", html, re.I)
         assert not re.search(r"(@import|url\()\s*['\"]?https?:", html)
         assert html.count("<script>") == 2 and "<script " not in html
 
 
 def test_unreadable_input_is_an_error_not_a_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "codegen.viewer", str(tmp_path / "none.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "codegen.viewer", str(tmp_path / "none.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and r.stderr.startswith("lfc-graph: error:")
 
 
@@ -75,10 +85,10 @@ def test_banks_are_one_box_with_their_width(built):
     (inner,) = [c for c in outer["children"] if c.get("inst") == "inner"]
     assert (outer["bank"], inner["bank"]) == (2, 2)
     assert {p["name"]: p["width"] for p in inner["ports"]} == {"out": 2}
-    (conn,) = [e for e in outer["edges"] if e["kind"] == "conn"]      # inner.out -> out
+    (conn,) = [e for e in outer["edges"] if e["kind"] == "conn"]  # inner.out -> out
     assert (conn["src"], conn["dst"]) == (f"{inner['id']}:out", f"{outer['id']}:out")
     assert conn["bold"]
-    assert [e["iterated"] for e in root["edges"]] == [True]           # (o.out)+ -> d.inp
+    assert [e["iterated"] for e in root["edges"]] == [True]  # (o.out)+ -> d.inp
 
 
 def test_delays_are_drawn_as_written_and_synthetic_instances_hidden(built):
@@ -95,15 +105,25 @@ def test_delays_are_drawn_as_written_and_synthetic_instances_hidden(built):
 
 
 def test_modes_hold_their_reactions_and_transitions_are_labelled(built):
-    modal = next(b for b in all_boxes(Diagram(graph_of(built, "ModalAfter")).to_dict()["root"])
-                 if b["inst"] == "m")
+    modal = next(
+        b
+        for b in all_boxes(Diagram(graph_of(built, "ModalAfter")).to_dict()["root"])
+        if b["inst"] == "m"
+    )
     assert [(m["name"], m["initial"]) for m in modal["modes"]] == [("A", True), ("B", False)]
     reactions = [c for c in modal["children"] if c["kind"] == "reaction"]
     assert [(x["n"], x["mode"]) for x in reactions] == [(1, "A"), (2, "A"), (3, "B"), (4, "B")]
-    trans = sorted((e["dst"].split(":")[1], e["label"], e["history"])
-                   for e in modal["edges"] if e["kind"] == "mode")
-    assert trans == [("A", "hst", True), ("A", "rst", False),
-                     ("B", "hst", True), ("B", "rst", False)]
+    trans = sorted(
+        (e["dst"].split(":")[1], e["label"], e["history"])
+        for e in modal["edges"]
+        if e["kind"] == "mode"
+    )
+    assert trans == [
+        ("A", "hst", True),
+        ("A", "rst", False),
+        ("B", "hst", True),
+        ("B", "rst", False),
+    ]
 
 
 def test_physical_connection_and_dependencies(built):
@@ -115,25 +135,47 @@ def test_physical_connection_and_dependencies(built):
     assert kinds == {"startup", "reaction"}
     x = next(c for c in source["children"] if c["kind"] == "reaction")
     assert {(e["src"], e["dst"]) for e in source["edges"]} == {
-        (f"s{source['id'][1:]}:o", f"{x['id']}:i"), (f"{x['id']}:o", f"{source['id']}:out")}
+        (f"s{source['id'][1:]}:o", f"{x['id']}:i"),
+        (f"{x['id']}:o", f"{source['id']}:out"),
+    }
 
 
 def test_trace_colours_reactions_by_time(built, tmp_path):
     trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps({"traceEvents": [
-        {"name": "PingPong.pong.reaction_1", "ph": "X", "ts": 0, "dur": 30.0},
-        {"name": "PingPong.pong.reaction_1", "ph": "X", "ts": 50, "dur": 10.0},
-        {"name": "reaction 1 of PingPong.ping", "ph": "X", "ts": 90, "dur": 2.5},   # the runtime's
-        {"name": "PingPong.ping.reaction_2", "ph": "i", "ts": 95},
-        {"name": "something else", "ph": "X", "ts": 99, "dur": 1.0}]}))
+    trace.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"name": "PingPong.pong.reaction_1", "ph": "X", "ts": 0, "dur": 30.0},
+                    {"name": "PingPong.pong.reaction_1", "ph": "X", "ts": 50, "dur": 10.0},
+                    {
+                        "name": "reaction 1 of PingPong.ping",
+                        "ph": "X",
+                        "ts": 90,
+                        "dur": 2.5,
+                    },  # the runtime's
+                    {"name": "PingPong.ping.reaction_2", "ph": "i", "ts": 95},
+                    {"name": "something else", "ph": "X", "ts": 99, "dur": 1.0},
+                ]
+            }
+        )
+    )
     times = load_trace(trace)
     assert times == {("PingPong.pong", 0): (40.0, 2), ("PingPong.ping", 1): (2.5, 1)}
     data = page_data(render(graph_of(built, "PingPong"), times))
     assert data["traced"]
-    got = {(b["inst"], c["n"]): (c["us"], c["calls"])
-           for b in all_boxes(data["root"]) for c in b["children"] if c["kind"] == "reaction"}
-    assert got == {("ping", 1): (None, 0), ("ping", 2): (2.5, 1),
-                   ("pong", 1): (40.0, 2), ("pong", 2): (None, 0)}
+    got = {
+        (b["inst"], c["n"]): (c["us"], c["calls"])
+        for b in all_boxes(data["root"])
+        for c in b["children"]
+        if c["kind"] == "reaction"
+    }
+    assert got == {
+        ("ping", 1): (None, 0),
+        ("ping", 2): (2.5, 1),
+        ("pong", 1): (40.0, 2),
+        ("pong", 2): (None, 0),
+    }
 
 
 def test_trace_names():
@@ -144,7 +186,13 @@ def test_trace_names():
 
 def test_format_time():
     assert [format_time(t) for t in (None, 0, 10**6 * 10, 1500, 10**9, 90 * 10**9)] == [
-        None, "0", "10 ms", "1500 ns", "1 s", "90 s"]
+        None,
+        "0",
+        "10 ms",
+        "1500 ns",
+        "1 s",
+        "90 s",
+    ]
 
 
 LAYOUT_JS = r"""
@@ -182,8 +230,9 @@ def test_the_page_script_lays_out_with_elk(built, tmp_path, hash_):
     script.write_text(LAYOUT_JS)
     page = tmp_path / "ModalAfter.html"
     page.write_text(render(graph_of(built, "ModalAfter")))
-    r = subprocess.run(["node", str(script), str(page), hash_], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        ["node", str(script), str(page), hash_], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     counts = json.loads(r.stdout)
     assert counts["edges"] >= (20 if hash_ == "#expanded" else 5), counts

@@ -29,15 +29,16 @@ OBS_DIM = 16
 N_ACTIONS = 2
 HIDDEN = 64
 _NEAR = np.array([(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1)])
-_DRAWS = 1024   # uniform draws taken from an RNG in one call
+_DRAWS = 1024  # uniform draws taken from an RNG in one call
 
 
 class Junction:
     """The environment for ``n`` agents; :meth:`reset` and :meth:`step` return observations
     as one float32 array (n, OBS_DIM), a fresh array every call."""
 
-    def __init__(self, n: int, seed: int = 0, size: int = 14, p_arrive: float = 0.3,
-                 max_steps: int = 40):
+    def __init__(
+        self, n: int, seed: int = 0, size: int = 14, p_arrive: float = 0.3, max_steps: int = 40
+    ):
         self.n, self.size, self.p_arrive, self.max_steps = n, size, p_arrive, max_steps
         mid = size // 2
         self.entry = np.array([(0, mid - 1), (size - 1, mid), (mid, 0), (mid - 1, size - 1)])
@@ -79,7 +80,9 @@ class Junction:
         """Cars per cell, with a border of one empty cell: (size + 2, size + 2)."""
         side = self.size + 2
         cells = self.pos[self.active] + 1
-        return np.bincount(cells[:, 0] * side + cells[:, 1], minlength=side * side).reshape(side, side)
+        return np.bincount(cells[:, 0] * side + cells[:, 1], minlength=side * side).reshape(
+            side, side
+        )
 
     def _observe(self, grid: np.ndarray) -> np.ndarray:
         obs = np.zeros((self.n, OBS_DIM), dtype=np.float32)

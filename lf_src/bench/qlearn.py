@@ -20,9 +20,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-OBS_DIM = 3            # Blackjack observation: player's sum, dealer's card, usable ace
-N_ACTIONS = 2          # stick, hit
-HIDDEN = 64            # Q-network: OBS_DIM -> HIDDEN (ReLU) -> N_ACTIONS
+OBS_DIM = 3  # Blackjack observation: player's sum, dealer's card, usable ace
+N_ACTIONS = 2  # stick, hit
+HIDDEN = 64  # Q-network: OBS_DIM -> HIDDEN (ReLU) -> N_ACTIONS
 ROW = 2 * OBS_DIM + 3  # one transition
 N_PARAMS = HIDDEN * OBS_DIM + HIDDEN + N_ACTIONS * HIDDEN + N_ACTIONS
 _SCALE = np.array([1 / 32, 1 / 10, 1.0], dtype=np.float32)
@@ -37,10 +37,10 @@ def unflatten(flat: np.ndarray):
     """Views ``(w1 (HIDDEN, OBS_DIM), b1, w2 (N_ACTIONS, HIDDEN), b2)`` of a weight vector."""
     i = HIDDEN * OBS_DIM
     w1 = flat[:i].reshape(HIDDEN, OBS_DIM)
-    b1 = flat[i:i + HIDDEN]
+    b1 = flat[i : i + HIDDEN]
     i += HIDDEN
-    w2 = flat[i:i + N_ACTIONS * HIDDEN].reshape(N_ACTIONS, HIDDEN)
-    b2 = flat[i + N_ACTIONS * HIDDEN:]
+    w2 = flat[i : i + N_ACTIONS * HIDDEN].reshape(N_ACTIONS, HIDDEN)
+    b2 = flat[i + N_ACTIONS * HIDDEN :]
     return w1, b1, w2, b2
 
 
@@ -76,7 +76,7 @@ class Rollout:
             out[t, :OBS_DIM] = x
             out[t, OBS_DIM] = a
             out[t, OBS_DIM + 1] = reward
-            out[t, OBS_DIM + 2:2 * OBS_DIM + 2] = x2
+            out[t, OBS_DIM + 2 : 2 * OBS_DIM + 2] = x2
             out[t, -1] = terminated
             if terminated or truncated:
                 obs, _ = self.env.reset()
@@ -120,10 +120,12 @@ class Learner:
         torch.use_deterministic_algorithms(True)
         torch.manual_seed(seed)
         self.torch = torch
-        self.q = torch.nn.Sequential(torch.nn.Linear(OBS_DIM, HIDDEN), torch.nn.ReLU(),
-                                     torch.nn.Linear(HIDDEN, N_ACTIONS))
-        self.target = torch.nn.Sequential(torch.nn.Linear(OBS_DIM, HIDDEN), torch.nn.ReLU(),
-                                          torch.nn.Linear(HIDDEN, N_ACTIONS))
+        self.q = torch.nn.Sequential(
+            torch.nn.Linear(OBS_DIM, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, N_ACTIONS)
+        )
+        self.target = torch.nn.Sequential(
+            torch.nn.Linear(OBS_DIM, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, N_ACTIONS)
+        )
         self.target.load_state_dict(self.q.state_dict())
         self.opt = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.gamma, self.sync_every = gamma, sync_every
@@ -138,9 +140,11 @@ class Learner:
     def update(self, batch: np.ndarray) -> float:
         """One DQN step on a minibatch (rows, ROW); returns the loss (mean squared TD error)."""
         torch = self.torch
-        b = torch.from_numpy(batch if batch.flags.writeable else batch.copy())   # shm views are read-only
+        b = torch.from_numpy(
+            batch if batch.flags.writeable else batch.copy()
+        )  # shm views are read-only
         x, a, r = b[:, :OBS_DIM], b[:, OBS_DIM].long(), b[:, OBS_DIM + 1]
-        x2, done = b[:, OBS_DIM + 2:2 * OBS_DIM + 2], b[:, -1]
+        x2, done = b[:, OBS_DIM + 2 : 2 * OBS_DIM + 2], b[:, -1]
         with torch.no_grad():
             target = r + self.gamma * (1.0 - done) * self.target(x2).max(dim=1).values
         q = self.q(x).gather(1, a[:, None]).squeeze(1)

@@ -51,7 +51,9 @@ class Stepper:
             return lambda: (rng.integers(n, size=ACTION_BATCH) + start).tolist()
         if isinstance(space, gym.spaces.Box):
             low, high, dtype = space.low, space.high, space.dtype
-            return lambda: list(rng.uniform(low, high, size=(ACTION_BATCH, *low.shape)).astype(dtype))
+            return lambda: list(
+                rng.uniform(low, high, size=(ACTION_BATCH, *low.shape)).astype(dtype)
+            )
         raise TypeError(f"no random actions for {space}")
 
     def step(self):

@@ -19,8 +19,14 @@ from reactors.launch import run_graph
 
 def act(name, origin="logical", min_delay=0, min_spacing=None, policy="defer", mode=None):
     """An action entry of graph.json."""
-    return {"name": name, "origin": origin, "min_delay": min_delay, "min_spacing": min_spacing,
-            "policy": policy, "mode": mode}
+    return {
+        "name": name,
+        "origin": origin,
+        "min_delay": min_delay,
+        "min_spacing": min_spacing,
+        "policy": policy,
+        "mode": mode,
+    }
 
 
 class Kit:
@@ -38,8 +44,19 @@ class Kit:
 
     # ------------------------------------------------------------------ description
 
-    def add(self, short, cls, parent=None, params=None, ports=(), timers=(), actions=(),
-            modes=(), mode=None, bank_index=0):
+    def add(
+        self,
+        short,
+        cls,
+        parent=None,
+        params=None,
+        ports=(),
+        timers=(),
+        actions=(),
+        modes=(),
+        mode=None,
+        bank_index=0,
+    ):
         """Add an instance; returns its id. ``ports``: names or (name, width);
         ``timers``: (name, offset, period[, mode]); ``modes``: names, the first initial."""
         rid = len(self.reactors)
@@ -49,24 +66,58 @@ class Kit:
         fn = f"_lf_params_{rid}"
         params = params or {}
         setattr(self.module, fn, params if callable(params) else (lambda p, b, d=params: dict(d)))
-        self.reactors.append({
-            "id": rid, "name": name, "short": short, "class": cls.__name__, "pyclass": pyclass,
-            "parent": parent, "bank_index": bank_index, "bank_width": 1, "params": fn,
-            "mode": mode, "synthetic": None, "file": "test.lf", "line": 1, "label": None,
-            "worker": 0,
-            "ports": [{"name": p, "kind": "port", "width": -2, "mutable": False}
-                      if isinstance(p, str) else
-                      {"name": p[0], "kind": "port", "width": p[1], "mutable": False}
-                      for p in ports],
-            "timers": [{"name": t[0], "offset": t[1], "period": t[2],
-                        "mode": t[3] if len(t) > 3 else None} for t in timers],
-            "actions": list(actions),
-            "modes": [{"name": m, "initial": i == 0} for i, m in enumerate(modes)],
-            "reactions": []})
+        self.reactors.append(
+            {
+                "id": rid,
+                "name": name,
+                "short": short,
+                "class": cls.__name__,
+                "pyclass": pyclass,
+                "parent": parent,
+                "bank_index": bank_index,
+                "bank_width": 1,
+                "params": fn,
+                "mode": mode,
+                "synthetic": None,
+                "file": "test.lf",
+                "line": 1,
+                "label": None,
+                "worker": 0,
+                "ports": [
+                    {"name": p, "kind": "port", "width": -2, "mutable": False}
+                    if isinstance(p, str)
+                    else {"name": p[0], "kind": "port", "width": p[1], "mutable": False}
+                    for p in ports
+                ],
+                "timers": [
+                    {
+                        "name": t[0],
+                        "offset": t[1],
+                        "period": t[2],
+                        "mode": t[3] if len(t) > 3 else None,
+                    }
+                    for t in timers
+                ],
+                "actions": list(actions),
+                "modes": [{"name": m, "initial": i == 0} for i, m in enumerate(modes)],
+                "reactions": [],
+            }
+        )
         return rid
 
-    def reaction(self, rid, triggers=(), sources=(), effects=(), args=None, deadline=None,
-                 mode=None, name=None, function=None, mutable=()):
+    def reaction(
+        self,
+        rid,
+        triggers=(),
+        sources=(),
+        effects=(),
+        args=None,
+        deadline=None,
+        mode=None,
+        name=None,
+        function=None,
+        mutable=(),
+    ):
         """Add the next reaction of instance ``rid``; returns its id. ``args`` defaults to
         one argument per distinct port/action/mode (own ports by name, contained ports as a
         ``contained`` capsule named after the child); ``mutable`` names own inputs passed
@@ -76,15 +127,28 @@ class Kit:
         self.reactors[rid]["reactions"].append(xid)
         if args is None:
             args = self._default_args(rid, [*triggers, *sources, *effects], mutable)
-        self.reactions.append({
-            "id": xid, "reactor": rid, "index": index, "name": name, "label": None,
-            "function": function or f"reaction_function_{index}",
-            "deadline": deadline,
-            "deadline_function": None if deadline is None else f"deadline_function_{index}",
-            "mode": mode, "triggers": [self._item(rid, t) for t in triggers],
-            "sources": [self._item(rid, t) for t in sources],
-            "effects": [self._item(rid, t) for t in effects], "args": args,
-            "level": 0, "inferred_deadline": None, "rank": 0, "file": "test.lf", "line": 1})
+        self.reactions.append(
+            {
+                "id": xid,
+                "reactor": rid,
+                "index": index,
+                "name": name,
+                "label": None,
+                "function": function or f"reaction_function_{index}",
+                "deadline": deadline,
+                "deadline_function": None if deadline is None else f"deadline_function_{index}",
+                "mode": mode,
+                "triggers": [self._item(rid, t) for t in triggers],
+                "sources": [self._item(rid, t) for t in sources],
+                "effects": [self._item(rid, t) for t in effects],
+                "args": args,
+                "level": 0,
+                "inferred_deadline": None,
+                "rank": 0,
+                "file": "test.lf",
+                "line": 1,
+            }
+        )
         return xid
 
     def connect(self, src, sport, dst, dport, width=1, src_ch=0, dst_ch=0):
@@ -119,8 +183,12 @@ class Kit:
             elif t[1] in contained:
                 contained[t[1]]["ports"].append(t[2])
             else:
-                contained[t[1]] = {"name": self.reactors[t[1]]["short"], "kind": "contained",
-                                   "reactor": t[1], "ports": [t[2]]}
+                contained[t[1]] = {
+                    "name": self.reactors[t[1]]["short"],
+                    "kind": "contained",
+                    "reactor": t[1],
+                    "ports": [t[2]],
+                }
                 args.append(contained[t[1]])
         return args
 
@@ -157,8 +225,12 @@ class Kit:
                     for q in readers.get(p, []):
                         if q is r:
                             continue
-                        if (q["reactor"] == r["reactor"] and q["mode"] != r["mode"]
-                                and q["mode"] and r["mode"]):
+                        if (
+                            q["reactor"] == r["reactor"]
+                            and q["mode"] != r["mode"]
+                            and q["mode"]
+                            and r["mode"]
+                        ):
                             continue
                         succ[r["id"]].add(q["id"])
                     todo.extend(down.get(p, ()))
@@ -185,16 +257,31 @@ class Kit:
             r["level"] = lvl(r["id"])
             r["inferred_deadline"] = inferred(r["id"])
         big = 1 << 63
-        order = sorted(rx, key=lambda r: (big if r["inferred_deadline"] is None
-                                          else r["inferred_deadline"], r["level"],
-                                          r["reactor"], r["index"]))
+        order = sorted(
+            rx,
+            key=lambda r: (
+                big if r["inferred_deadline"] is None else r["inferred_deadline"],
+                r["level"],
+                r["reactor"],
+                r["index"],
+            ),
+        )
         for rank, r in enumerate(order):
             r["rank"] = rank
-        return {"version": 1, "name": self.name, "main_file": "/tmp/test.lf",
-                "source_directory": "/tmp/src", "package_directory": "/tmp",
-                "module": "test.py", "target": self.target, "reactors": self.reactors,
-                "reactions": rx, "channels": self.channels, "connections": [],
-                "line_map": self.line_map}
+        return {
+            "version": 1,
+            "name": self.name,
+            "main_file": "/tmp/test.lf",
+            "source_directory": "/tmp/src",
+            "package_directory": "/tmp",
+            "module": "test.py",
+            "target": self.target,
+            "reactors": self.reactors,
+            "reactions": rx,
+            "channels": self.channels,
+            "connections": [],
+            "line_map": self.line_map,
+        }
 
     def run(self, *args):
         """Build and run; returns the exit status."""
