@@ -10,7 +10,7 @@ from __future__ import annotations
 import keyword
 import os
 
-from . import ast
+from . import tree
 from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .loader import Program
@@ -98,7 +98,7 @@ def check_files(program: Program, rep: Reporter) -> None:
         _FileChecker(model, rep, main=(path == program.main_file)).run()
 
 
-def find_main(program: Program, rep: Reporter) -> ast.Reactor | None:
+def find_main(program: Program, rep: Reporter) -> tree.Reactor | None:
     """The main (or federated) reactor of the main file; errors for several or a bad name."""
     model = program.files.get(program.main_file)
     if model is None:
@@ -122,19 +122,19 @@ def find_main(program: Program, rep: Reporter) -> ast.Reactor | None:
 
 
 class _FileChecker:
-    def __init__(self, model: ast.Model, rep: Reporter, main: bool):
+    def __init__(self, model: tree.Model, rep: Reporter, main: bool):
         self.model, self.rep, self.main = model, rep, main
 
     def run(self) -> None:
         m, rep = self.model, self.rep
         stem = os.path.splitext(os.path.basename(m.file))[0]
         if stem[:1].isdigit():
-            rep.error("a .lf file name must not start with a digit", ast.Pos(m.file, 1, 1))
+            rep.error("a .lf file name must not start with a digit", tree.Pos(m.file, 1, 1))
         if m.target is None:
             rep.error(
-                "missing target declaration: add 'target Python' at the top", ast.Pos(m.file, 1, 1)
+                "missing target declaration: add 'target Python' at the top", tree.Pos(m.file, 1, 1)
             )
-        names: dict[str, ast.Pos] = {}
+        names: dict[str, tree.Pos] = {}
         for r in m.reactors:
             if r.name and not r.main:
                 if r.name in names:
@@ -149,13 +149,13 @@ class _FileChecker:
         used = set()
         for r in self.model.reactors:
             used.update(n for n, _ in r.extends)
-            used.update(i.class_name for i in _walk(r.members, ast.Instantiation))
+            used.update(i.class_name for i in _walk(r.members, tree.Instantiation))
         for imp in self.model.imports:
             for n in imp.names:
                 if (n.alias or n.name) not in used:
                     self.rep.warning(f"unused import '{n.alias or n.name}'", n.pos)
 
-    def name(self, name: str, pos: ast.Pos, what: str) -> None:
+    def name(self, name: str, pos: tree.Pos, what: str) -> None:
         if name.startswith("__"):
             self.rep.error(f"{what} names must not start with '__': '{name}'", pos)
         elif name in RESERVED:
@@ -168,7 +168,7 @@ class _FileChecker:
             if a.name not in ATTRIBUTES:
                 self.rep.error(f"unknown attribute '@{a.name}'", a.pos)
 
-    def reactor(self, r: ast.Reactor) -> None:
+    def reactor(self, r: tree.Reactor) -> None:
         rep = self.rep
         if r.name:
             self.name(r.name, r.name_pos or r.pos, "reactor")
@@ -187,30 +187,30 @@ class _FileChecker:
             else:
                 self.expr(p.default, refs=False)
         if r.main or r.federated:
-            for port in _walk(r.members, ast.PortDecl):
+            for port in _walk(r.members, tree.PortDecl):
                 rep.error("a main reactor cannot have inputs or outputs", port.pos)
         self.members(r, r.members, in_mode=False)
         self.duplicates(r)
         self.modes(r)
 
-    def members(self, r: ast.Reactor, members, in_mode: bool) -> None:
+    def members(self, r: tree.Reactor, members, in_mode: bool) -> None:
         for m in members:
             check = getattr(self, f"m_{type(m).__name__}", None)
             if check is not None:
                 check(r, m, in_mode)
 
-    def m_Mode(self, r, m: ast.Mode, in_mode):
+    def m_Mode(self, r, m: tree.Mode, in_mode):
         self.name(m.name, m.pos, "mode")
         for bad in m.members:
-            if isinstance(bad, (ast.PortDecl, ast.Method, ast.Preamble, ast.Mode)):
+            if isinstance(bad, (tree.PortDecl, tree.Method, tree.Preamble, tree.Mode)):
                 self.rep.error("a mode cannot contain ports, methods, preambles or modes", bad.pos)
         self.members(r, m.members, in_mode=True)
 
-    def m_Preamble(self, r, p: ast.Preamble, in_mode):
+    def m_Preamble(self, r, p: tree.Preamble, in_mode):
         if p.visibility:
             self.rep.warning(f"'{p.visibility}' has no meaning in the Python target", p.pos)
 
-    def m_StateVar(self, r, s: ast.StateVar, in_mode):
+    def m_StateVar(self, r, s: tree.StateVar, in_mode):
         self.name(s.name, s.pos, "state variable")
         self.attributes(s.attributes)
         if s.type:
@@ -219,7 +219,7 @@ class _FileChecker:
             self.rep.error("initialise state with '=' in the Python target", s.pos)
         self.expr(s.init, refs=True)
 
-    def m_PortDecl(self, r, p: ast.PortDecl, in_mode):
+    def m_PortDecl(self, r, p: tree.PortDecl, in_mode):
         self.name(p.name, p.pos, "port")
         self.attributes(p.attributes)
         if p.type:
@@ -227,13 +227,13 @@ class _FileChecker:
         if p.mutable and p.kind == "output":
             self.rep.error("only inputs can be mutable", p.pos)
 
-    def m_TimerDecl(self, r, t: ast.TimerDecl, in_mode):
+    def m_TimerDecl(self, r, t: tree.TimerDecl, in_mode):
         self.name(t.name, t.pos, "timer")
         self.attributes(t.attributes)
         self.expr(t.offset, refs=True)
         self.expr(t.period, refs=True)
 
-    def m_ActionDecl(self, r, a: ast.ActionDecl, in_mode):
+    def m_ActionDecl(self, r, a: tree.ActionDecl, in_mode):
         self.name(a.name, a.pos, "action")
         self.attributes(a.attributes)
         if a.origin is None:
@@ -245,15 +245,15 @@ class _FileChecker:
         self.expr(a.min_delay, refs=True)
         self.expr(a.min_spacing, refs=True)
 
-    def m_Method(self, r, m: ast.Method, in_mode):
+    def m_Method(self, r, m: tree.Method, in_mode):
         self.name(m.name, m.pos, "method")
         if m.return_type or any(a.type for a in m.args):
             self.rep.error("types are not allowed in the Python target", m.pos)
 
-    def m_Watchdog(self, r, w: ast.Watchdog, in_mode):
+    def m_Watchdog(self, r, w: tree.Watchdog, in_mode):
         self.rep.error("watchdogs are not supported by the Python target", w.pos)
 
-    def m_Instantiation(self, r, i: ast.Instantiation, in_mode):
+    def m_Instantiation(self, r, i: tree.Instantiation, in_mode):
         self.name(i.name, i.pos, "instance")
         self.attributes(i.attributes)
         if i.type_args:
@@ -265,18 +265,20 @@ class _FileChecker:
                 self.rep.error("assign parameters with '=' in the Python target", a.pos)
             self.expr(a.value, refs=True)
 
-    def m_Connection(self, r, c: ast.Connection, in_mode):
+    def m_Connection(self, r, c: tree.Connection, in_mode):
         self.attributes(c.attributes)
         if c.serializer is not None:
             self.rep.warning("'serializer' applies to federated connections only; ignored", c.pos)
-        if c.delay is not None and not isinstance(c.delay, (ast.Time, ast.ParamRef, ast.Literal)):
+        if c.delay is not None and not isinstance(
+            c.delay, (tree.Time, tree.ParamRef, tree.Literal)
+        ):
             self.rep.error("an 'after' delay must be a time value or a parameter", c.delay.pos)
         self.expr(c.delay, refs=True)
         for ref in c.lhs + c.rhs:
             if ref.interleaved and ref.container is None:
                 self.rep.error("interleaved(...) applies to a port of a bank", ref.pos)
 
-    def m_Reaction(self, r, x: ast.Reaction, in_mode):
+    def m_Reaction(self, r, x: tree.Reaction, in_mode):
         rep = self.rep
         self.attributes(x.attributes)
         if x.is_mutation:
@@ -302,30 +304,30 @@ class _FileChecker:
     def expr(self, e, refs: bool) -> None:
         if e is None:
             return
-        if isinstance(e, ast.Time) and e.unit is not None:
+        if isinstance(e, tree.Time) and e.unit is not None:
             if e.unit not in UNITS and e.unit not in ("forever", "never"):
                 self.rep.error(f"invalid time unit '{e.unit}'", e.pos)
-        elif isinstance(e, ast.BraceList):
+        elif isinstance(e, tree.BraceList):
             self.rep.error(
                 f"{e.kind} lists are not supported by the Python target: use [a, b]", e.pos
             )
-        elif isinstance(e, ast.ParamRef) and not refs:
+        elif isinstance(e, tree.ParamRef) and not refs:
             self.rep.error(f"a parameter default cannot refer to '{e.name}'", e.pos)
-        elif isinstance(e, ast.ListExpr):
+        elif isinstance(e, tree.ListExpr):
             for i in e.items:
                 self.expr(i, refs)
 
-    def duplicates(self, r: ast.Reactor) -> None:
+    def duplicates(self, r: tree.Reactor) -> None:
         seen: dict[str, str] = {p.name: "parameter" for p in r.parameters}
         kinds = (
-            ast.StateVar,
-            ast.PortDecl,
-            ast.TimerDecl,
-            ast.ActionDecl,
-            ast.Instantiation,
-            ast.Method,
-            ast.Mode,
-            ast.Watchdog,
+            tree.StateVar,
+            tree.PortDecl,
+            tree.TimerDecl,
+            tree.ActionDecl,
+            tree.Instantiation,
+            tree.Method,
+            tree.Mode,
+            tree.Watchdog,
         )
         for m in _walk(r.members, kinds):
             what = type(m).__name__
@@ -335,17 +337,17 @@ class _FileChecker:
                 )
             seen[m.name] = what
 
-    def modes(self, r: ast.Reactor) -> None:
-        modes = [m for m in r.members if isinstance(m, ast.Mode)]
+    def modes(self, r: tree.Reactor) -> None:
+        modes = [m for m in r.members if isinstance(m, tree.Mode)]
         if modes and sum(m.initial for m in modes) != 1:
             self.rep.error("a modal reactor needs exactly one initial mode", modes[0].pos)
         reset_targets = {
-            e.mode if isinstance(e, ast.ModeTransition) else e.name
-            for x in _walk(r.members, ast.Reaction)
+            e.mode if isinstance(e, tree.ModeTransition) else e.name
+            for x in _walk(r.members, tree.Reaction)
             for e in x.effects
-            if (isinstance(e, ast.ModeTransition) and e.kind != "history")
+            if (isinstance(e, tree.ModeTransition) and e.kind != "history")
             or (
-                isinstance(e, ast.VarRef)
+                isinstance(e, tree.VarRef)
                 and e.container is None
                 and e.name in {m.name for m in modes}
             )
@@ -356,10 +358,10 @@ class _FileChecker:
             has_reset = any(
                 any(t.name == "reset" and t.container is None for t in x.triggers)
                 for x in m.members
-                if isinstance(x, ast.Reaction)
+                if isinstance(x, tree.Reaction)
             )
             for s in m.members:
-                if isinstance(s, ast.StateVar) and not s.reset and not has_reset:
+                if isinstance(s, tree.StateVar) and not s.reset and not has_reset:
                     self.rep.error(
                         f"state '{s.name}' of mode '{m.name}', which is entered by a reset "
                         "transition, must be 'reset state' or the mode needs a "
@@ -370,16 +372,16 @@ class _FileChecker:
 
 def _walk(members, kinds):
     for m in members:
-        if isinstance(m, ast.Mode):
+        if isinstance(m, tree.Mode):
             yield from _walk(m.members, kinds)
         if isinstance(m, kinds):
             yield m
 
 
 def _param_refs(e):
-    if isinstance(e, ast.ParamRef):
+    if isinstance(e, tree.ParamRef):
         yield e
-    elif isinstance(e, ast.ListExpr):
+    elif isinstance(e, tree.ListExpr):
         for i in e.items:
             yield from _param_refs(i)
 
@@ -419,13 +421,13 @@ class _ClassChecker:
             if a.name not in names:
                 self.rep.error(f"reactor '{ch.cls.name}' has no parameter '{a.name}'", a.pos)
 
-    def port_of(self, ref: ast.VarRef):
+    def port_of(self, ref: tree.VarRef):
         if ref.container is None:
             return self.cls.port(ref.name)
         child = self.cls.child(ref.container)
         return child.cls.port(ref.name) if child else None
 
-    def connection(self, c: ast.Connection, mode, written) -> None:
+    def connection(self, c: tree.Connection, mode, written) -> None:
         for ref in c.lhs:
             p = self.port_of(ref)
             if p is None:
@@ -460,7 +462,7 @@ class _ClassChecker:
                     break
         written.setdefault(key, []).append((mode, how))
 
-    def reaction(self, x: ast.Reaction, mode, written) -> None:
+    def reaction(self, x: tree.Reaction, mode, written) -> None:
         for ref in list(x.triggers) + list(x.sources):
             if ref.container is None and ref.name in ("startup", "shutdown", "reset"):
                 continue
@@ -478,11 +480,11 @@ class _ClassChecker:
                     ref.pos,
                 )
         for ref in x.effects:
-            if isinstance(ref, ast.ModeTransition):
+            if isinstance(ref, tree.ModeTransition):
                 continue
             p = self.port_of(ref)
             if p is None:
-                if ref.container is None and self.cls.named(ast.TimerDecl, ref.name):
+                if ref.container is None and self.cls.named(tree.TimerDecl, ref.name):
                     self.rep.error(f"a timer ('{ref.name}') cannot be an effect", ref.pos)
                 continue
             if ref.container is None and p.kind == "input":

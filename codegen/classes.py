@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import ast
+from . import tree
 from .diagnostics import Reporter
 from .loader import Program, resolve_import
 
@@ -27,7 +27,7 @@ class InMode:
 class Child:
     """An instantiation inside a class, with its resolved class."""
 
-    node: ast.Instantiation
+    node: tree.Instantiation
     mode: str | None
     cls: ReactorClass
 
@@ -37,27 +37,27 @@ class ReactorClass:
     """A reactor class after inheritance: every member, superclasses' first."""
 
     name: str
-    decl: ast.Reactor
+    decl: tree.Reactor
     file: str
     pyclass: str = ""
-    parameters: list[ast.Parameter] = field(default_factory=list)
+    parameters: list[tree.Parameter] = field(default_factory=list)
     states: list[InMode] = field(default_factory=list)
-    ports: list[ast.PortDecl] = field(default_factory=list)
+    ports: list[tree.PortDecl] = field(default_factory=list)
     timers: list[InMode] = field(default_factory=list)
     actions: list[InMode] = field(default_factory=list)
     reactions: list[InMode] = field(default_factory=list)
-    methods: list[ast.Method] = field(default_factory=list)
-    preambles: list[ast.Preamble] = field(default_factory=list)
+    methods: list[tree.Method] = field(default_factory=list)
+    preambles: list[tree.Preamble] = field(default_factory=list)
     children: list[Child] = field(default_factory=list)
     connections: list[InMode] = field(default_factory=list)
-    modes: list[ast.Mode] = field(default_factory=list)
+    modes: list[tree.Mode] = field(default_factory=list)
     watchdogs: list[InMode] = field(default_factory=list)
     supers: list[ReactorClass] = field(default_factory=list)
 
-    def param(self, name: str) -> ast.Parameter | None:
+    def param(self, name: str) -> tree.Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
 
-    def port(self, name: str) -> ast.PortDecl | None:
+    def port(self, name: str) -> tree.PortDecl | None:
         return next((p for p in self.ports if p.name == name), None)
 
     def child(self, name: str) -> Child | None:
@@ -65,7 +65,7 @@ class ReactorClass:
 
     def named(self, kind: type, name: str):
         """The timer/action (InMode) named ``name``, or None."""
-        pool = self.timers if kind is ast.TimerDecl else self.actions
+        pool = self.timers if kind is tree.TimerDecl else self.actions
         return next((m for m in pool if m.node.name == name), None)
 
 
@@ -75,18 +75,18 @@ class ClassTable:
     def __init__(self, program: Program, rep: Reporter):
         self.program = program
         self.rep = rep
-        self._scopes: dict[str, dict[str, tuple[str, ast.Reactor]]] = {}
+        self._scopes: dict[str, dict[str, tuple[str, tree.Reactor]]] = {}
         self._classes: dict[int, ReactorClass] = {}
         self._building: set[int] = set()
         self._pynames: set[str] = set()
 
     # ----------------------------------------------------------------- scopes
 
-    def scope(self, file: str) -> dict[str, tuple[str, ast.Reactor]]:
+    def scope(self, file: str) -> dict[str, tuple[str, tree.Reactor]]:
         """Names visible in ``file``: its own reactors, then imported names (aliases)."""
         if file in self._scopes:
             return self._scopes[file]
-        scope: dict[str, tuple[str, ast.Reactor]] = {}
+        scope: dict[str, tuple[str, tree.Reactor]] = {}
         self._scopes[file] = scope
         model = self.program.files.get(file)
         if model is None:
@@ -98,7 +98,7 @@ class ClassTable:
             self._import_into(scope, file, imp)
         return scope
 
-    def _import_into(self, scope: dict, file: str, imp: ast.Import) -> None:
+    def _import_into(self, scope: dict, file: str, imp: tree.Import) -> None:
         target = resolve_import(file, imp)
         model = self.program.files.get(target) if target else None
         if model is None:
@@ -116,7 +116,7 @@ class ClassTable:
 
     # ----------------------------------------------------------------- classes
 
-    def get(self, file: str, decl: ast.Reactor) -> ReactorClass | None:
+    def get(self, file: str, decl: tree.Reactor) -> ReactorClass | None:
         """The flattened class for ``decl`` declared in ``file`` (None after an inheritance cycle)."""
         key = id(decl)
         if key in self._classes:
@@ -137,7 +137,7 @@ class ClassTable:
                 cls.children.append(Child(node, mode, sub))
         return cls
 
-    def lookup(self, file: str, name: str, pos: ast.Pos) -> ReactorClass | None:
+    def lookup(self, file: str, name: str, pos: tree.Pos) -> ReactorClass | None:
         """Resolve a class name as seen from ``file``; reports an error when undefined."""
         hit = self.scope(file).get(name)
         if hit is None:
@@ -145,7 +145,7 @@ class ClassTable:
             return None
         return self.get(*hit)
 
-    def _build(self, file: str, decl: ast.Reactor, pending: list) -> ReactorClass:
+    def _build(self, file: str, decl: tree.Reactor, pending: list) -> ReactorClass:
         name = decl.name or _stem(file)
         cls = ReactorClass(name=name, decl=decl, file=file, pyclass=self._pyname(name))
         for sname, spos in decl.extends:
@@ -170,25 +170,25 @@ class ClassTable:
     def _absorb_members(self, cls, file: str, members, mode: str | None, pending: list) -> None:
         """Sort ``members`` into ``cls``; instantiations go to ``pending`` (resolved later)."""
         for m in members:
-            if isinstance(m, ast.Mode):
+            if isinstance(m, tree.Mode):
                 cls.modes.append(m)
                 self._absorb_members(cls, file, m.members, m.name, pending)
-            elif isinstance(m, ast.Preamble):
+            elif isinstance(m, tree.Preamble):
                 cls.preambles.append(m)
-            elif isinstance(m, ast.Method):
+            elif isinstance(m, tree.Method):
                 cls.methods.append(m)
-            elif isinstance(m, ast.PortDecl):
+            elif isinstance(m, tree.PortDecl):
                 cls.ports.append(m)
-            elif isinstance(m, ast.Instantiation):
+            elif isinstance(m, tree.Instantiation):
                 pending.append((m, mode, file))
             else:
                 pool = {
-                    ast.StateVar: cls.states,
-                    ast.TimerDecl: cls.timers,
-                    ast.ActionDecl: cls.actions,
-                    ast.Reaction: cls.reactions,
-                    ast.Connection: cls.connections,
-                    ast.Watchdog: cls.watchdogs,
+                    tree.StateVar: cls.states,
+                    tree.TimerDecl: cls.timers,
+                    tree.ActionDecl: cls.actions,
+                    tree.Reaction: cls.reactions,
+                    tree.Connection: cls.connections,
+                    tree.Watchdog: cls.watchdogs,
                 }[type(m)]
                 pool.append(InMode(m, mode))
 

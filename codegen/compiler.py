@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from . import ast
+from . import tree
 from .analyse import analyse
 from .check import check_classes, check_files, find_main
 from .classes import ClassTable, ReactorClass
@@ -131,7 +131,7 @@ def _override_params(main_cls: ReactorClass, params: dict[str, str], rep: Report
 
 
 def _finish_target(
-    target: TargetConfig, prog, ov: Overrides, main_decl: ast.Reactor, rep: Reporter
+    target: TargetConfig, prog, ov: Overrides, main_decl: tree.Reactor, rep: Reporter
 ) -> None:
     physical = any(a.origin == "physical" for i in prog.instances for a in i.actions)
     if ov.workers is not None:
@@ -151,9 +151,9 @@ def _finish_target(
         )
 
 
-def _file_preambles(program: Program) -> list[ast.Preamble]:
+def _file_preambles(program: Program) -> list[tree.Preamble]:
     """File-level preambles of every file, imported files first, each once (spec §1.4)."""
-    out: list[ast.Preamble] = []
+    out: list[tree.Preamble] = []
     seen: set[str] = set()
 
     def visit(path: str) -> None:
@@ -181,7 +181,7 @@ def _target_files(main_file: str, target: TargetConfig, rep: Reporter) -> list[s
         else:
             rep.error(
                 f"file '{f}' named in the 'files' target property does not exist",
-                ast.Pos(main_file, 1, 1),
+                tree.Pos(main_file, 1, 1),
             )
     return out
 
@@ -200,14 +200,14 @@ def _syntax_check(out: Output, rep: Reporter) -> None:
         pos = lf_position(line_map, e.lineno or 0, e.offset or 1)
         rep.error(
             f"Python syntax error in target code: {e.msg}",
-            pos or ast.Pos(out.module, e.lineno or 1, e.offset or 1),
+            pos or tree.Pos(out.module, e.lineno or 1, e.offset or 1),
         )
         rep.check()
 
 
-def lf_position(line_map: list, py_line: int, py_col: int = 1) -> ast.Pos | None:
+def lf_position(line_map: list, py_line: int, py_col: int = 1) -> tree.Pos | None:
     """The ``.lf`` position of a line of the generated module, from its line map."""
     for first, last, file, lf_line in line_map:
         if first <= py_line <= last:
-            return ast.Pos(file, lf_line + py_line - first, max(py_col - 8, 1))
+            return tree.Pos(file, lf_line + py_line - first, max(py_col - 8, 1))
     return None

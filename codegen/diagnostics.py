@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ast import Pos
+from .tree import Pos
 
 
 @dataclass(frozen=True)

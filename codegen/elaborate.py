@@ -8,7 +8,7 @@ the containing instance in that mode (spec §1.14, §3.12).
 
 from __future__ import annotations
 
-from . import ast
+from . import tree
 from .classes import Child, ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .instance import (
@@ -145,7 +145,7 @@ class Elaborator:
 
     # ------------------------------------------------------------------ connections
 
-    def _connection(self, inst: Instance, conn: ast.Connection, mode: str | None) -> None:
+    def _connection(self, inst: Instance, conn: tree.Connection, mode: str | None) -> None:
         lhs = [c for ref in conn.lhs for c in self._ref_channels(inst, ref)]
         rhs = [c for ref in conn.rhs for c in self._ref_channels(inst, ref)]
         delay = time_of(conn.delay, inst.params, self.rep, "an 'after' delay")
@@ -217,7 +217,7 @@ class Elaborator:
         for i, r in enumerate(d.cls.reactions):
             self._add_reaction(build_reaction(d, i, r.node, r.mode, self.rep))
 
-    def _ref_channels(self, inst: Instance, ref: ast.VarRef) -> list[Channel]:
+    def _ref_channels(self, inst: Instance, ref: tree.VarRef) -> list[Channel]:
         """Channels of a connection endpoint, bank-major or (interleaved) port-major."""
         if ref.container is None:
             if ref.name not in inst.ports:
@@ -240,7 +240,7 @@ class Elaborator:
         width = members[0].ports[ref.name].channels
         return [(m.id, ref.name, k) for k in range(width) for m in members]
 
-    def _view(self, inst: Instance, conn: ast.Connection, delay: int | None) -> None:
+    def _view(self, inst: Instance, conn: tree.Connection, delay: int | None) -> None:
         def ends(refs):
             out = []
             for r in refs:
@@ -263,8 +263,8 @@ class Elaborator:
         )
 
 
-def _attr_text(a: ast.Attribute) -> str | None:
-    if a.params and isinstance(a.params[0].value, ast.Literal):
+def _attr_text(a: tree.Attribute) -> str | None:
+    if a.params and isinstance(a.params[0].value, tree.Literal):
         return a.params[0].value.text.strip('"')
     return None
 

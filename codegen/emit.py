@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from . import ast
+from . import tree
 from .classes import ReactorClass
 from .instance import Elaborated, Instance, ReactionInst
 from .pyexpr import indent, python
@@ -63,14 +63,14 @@ class _Markers:
     def __init__(self):
         self.paths: dict[str, str] = {}
 
-    def mark(self, code: ast.Code | None, fallback: ast.Pos) -> str:
+    def mark(self, code: tree.Code | None, fallback: tree.Pos) -> str:
         """The marker text for a body (``File.lf:N``, N the line of its first line)."""
         file = (code.pos if code else fallback).file
         line = code.body_line if code else fallback.line
         self.paths.setdefault(os.path.basename(file), file)
         return f"{os.path.basename(file)}:{line}"
 
-    def inline(self, pos: ast.Pos) -> str:
+    def inline(self, pos: tree.Pos) -> str:
         """A trailing comment for a one-line expression from ``pos``."""
         self.paths.setdefault(os.path.basename(pos.file), pos.file)
         return f"  # {os.path.basename(pos.file)}:{pos.line}"
@@ -137,8 +137,8 @@ def _signature(r: ReactionInst) -> str:
     def eff(e) -> str:
         return (
             f"{e.kind}({e.mode})"
-            if isinstance(e, ast.ModeTransition) and e.kind != "default"
-            else (e.mode if isinstance(e, ast.ModeTransition) else str(e))
+            if isinstance(e, tree.ModeTransition) and e.kind != "default"
+            else (e.mode if isinstance(e, tree.ModeTransition) else str(e))
         )
 
     text = f"reaction({', '.join(map(str, node.triggers))})"
@@ -191,7 +191,7 @@ def emit_program(
     out: Output,
     main_file: str,
     classes: list[ReactorClass],
-    preambles: list[ast.Preamble],
+    preambles: list[tree.Preamble],
     prog: Elaborated,
     target: TargetConfig,
     package_dir: str,
@@ -299,7 +299,7 @@ def _place(graph: dict, target: TargetConfig) -> None:
 def _pin(i: Instance) -> int | None:
     """The worker ``n`` of a ``@worker(n)`` attribute on the instantiation, or None."""
     a = next((a for a in (i.site.attributes if i.site else ()) if a.name == "worker"), None)
-    if a is None or not a.params or not isinstance(a.params[0].value, ast.Literal):
+    if a is None or not a.params or not isinstance(a.params[0].value, tree.Literal):
         return None
     try:
         return int(a.params[0].value.text)
@@ -350,8 +350,8 @@ def _instance_json(i: Instance) -> dict:
     }
 
 
-def _label(a: ast.Attribute | None) -> str | None:
-    if a is None or not a.params or not isinstance(a.params[0].value, ast.Literal):
+def _label(a: tree.Attribute | None) -> str | None:
+    if a is None or not a.params or not isinstance(a.params[0].value, tree.Literal):
         return None
     return a.params[0].value.text.strip('"')
 

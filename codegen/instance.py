@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import ast
+from . import tree
 from .classes import ReactorClass
 
 Channel = tuple[int, str, int]
@@ -53,7 +53,7 @@ class ReactionInst:
     id: int
     owner: Instance
     index: int
-    node: ast.Reaction | None  # None for a synthetic forwarding reaction
+    node: tree.Reaction | None  # None for a synthetic forwarding reaction
     mode: str | None
     function: str
     triggers: list[dict] = field(default_factory=list)
@@ -88,7 +88,7 @@ class Instance:
     mode: str | None
     params: dict
     params_fn: str
-    site: ast.Instantiation | None
+    site: tree.Instantiation | None
     synthetic: str | None = None
     ports: dict[str, PortInst] = field(default_factory=dict)
     children: dict[str, list[Instance]] = field(default_factory=dict)

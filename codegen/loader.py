@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ast
+from . import tree
 from .diagnostics import Reporter
 from .parse import parse
 
@@ -16,10 +16,10 @@ class Program:
     """Every file of a program, parsed. ``files`` maps an absolute path to its model, main first."""
 
     main_file: str
-    files: dict[str, ast.Model]
+    files: dict[str, tree.Model]
 
 
-def load(main_file: str, rep: Reporter, builtin: ast.Model | None = None) -> Program:
+def load(main_file: str, rep: Reporter, builtin: tree.Model | None = None) -> Program:
     """Parse ``main_file`` and every file it imports, following imports depth-first.
 
     Syntax errors are reported through ``rep``; a file that fails to parse is skipped so
@@ -27,12 +27,12 @@ def load(main_file: str, rep: Reporter, builtin: ast.Model | None = None) -> Pro
     found is a located error at the import.
     """
     main_file = os.path.abspath(main_file)
-    files: dict[str, ast.Model] = {}
+    files: dict[str, tree.Model] = {}
     _load_one(main_file, rep, files, None)
     return Program(main_file, files)
 
 
-def _load_one(path: str, rep: Reporter, files: dict[str, ast.Model], at: ast.Pos | None) -> None:
+def _load_one(path: str, rep: Reporter, files: dict[str, tree.Model], at: tree.Pos | None) -> None:
     if path in files:
         return
     try:
@@ -58,7 +58,7 @@ def _load_one(path: str, rep: Reporter, files: dict[str, ast.Model], at: ast.Pos
         _load_one(target, rep, files, imp.pos)
 
 
-def resolve_import(importer: str, imp: ast.Import) -> str | None:
+def resolve_import(importer: str, imp: tree.Import) -> str | None:
     """The absolute path an import refers to, or None when it cannot be found.
 
     A quoted path is relative to the importing file. A package path ``<pkg/sub/F.lf>`` or

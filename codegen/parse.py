@@ -1,4 +1,4 @@
-"""Parse a Lingua Franca (target Python) file into the AST of :mod:`codegen.ast`.
+"""Parse a Lingua Franca (target Python) file into the AST of :mod:`codegen.tree`.
 
 The grammar is ``grammar.lark`` (LALR(1), contextual lexer). The parse tree is turned into
 frozen dataclasses by :class:`_ToAst`, one small method per grammar rule. Syntax errors become
@@ -17,7 +17,9 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
-from .ast import (
+from .diagnostics import Reporter
+from .lexing import code_body, end_position, find_lexical_error, line_col
+from .tree import (
     ActionDecl,
     Assignment,
     Attribute,
@@ -59,8 +61,6 @@ from .ast import (
     Width,
     WidthOf,
 )
-from .diagnostics import Reporter
-from .lexing import code_body, end_position, find_lexical_error, line_col
 
 __all__ = ["parse", "parse_file"]
 
@@ -97,7 +97,7 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
             ``reporter.sources`` so that diagnostics can show the line.
 
     Returns:
-        The file's :class:`~codegen.ast.Model`.
+        The file's :class:`~codegen.tree.Model`.
 
     Raises:
         CompileError: after reporting a syntax or lexical error (via ``reporter.check()``).
@@ -127,7 +127,7 @@ def parse_file(path: str, reporter: Reporter) -> Model:
         reporter: receives read and syntax errors.
 
     Returns:
-        The file's :class:`~codegen.ast.Model`.
+        The file's :class:`~codegen.tree.Model`.
 
     Raises:
         CompileError: when the file cannot be read (an error with no position, "cannot read

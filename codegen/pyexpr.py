@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from . import ast
+from . import tree
 from .units import UNITS, python_time
 
 
-def python(expr: ast.Expr | None, ref: str | None) -> str:
+def python(expr: tree.Expr | None, ref: str | None) -> str:
     """Python text for ``expr``.
 
     ``ref`` is the object through which parameter references are read (``"self"`` inside
@@ -15,9 +15,9 @@ def python(expr: ast.Expr | None, ref: str | None) -> str:
     """
     if expr is None:
         return "None"
-    if isinstance(expr, ast.Literal):
+    if isinstance(expr, tree.Literal):
         return {"true": "True", "false": "False"}.get(expr.text, expr.text)
-    if isinstance(expr, ast.Time):
+    if isinstance(expr, tree.Time):
         if (
             expr.unit is not None
             and expr.unit not in UNITS
@@ -25,11 +25,11 @@ def python(expr: ast.Expr | None, ref: str | None) -> str:
         ):
             return "None"
         return python_time(expr.magnitude, expr.unit)
-    if isinstance(expr, ast.ParamRef):
+    if isinstance(expr, tree.ParamRef):
         return f"{ref}.{expr.name}" if ref else "None"
-    if isinstance(expr, ast.Code):
+    if isinstance(expr, tree.Code):
         return f"({expr.text})"
-    if isinstance(expr, ast.ListExpr):
+    if isinstance(expr, tree.ListExpr):
         return "[" + ", ".join(python(e, ref) for e in expr.items) + "]"
     return "None"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import ast
+from . import tree
 from .diagnostics import Reporter
 from .instance import Instance, ReactionInst
 from .values import time_of
@@ -30,7 +30,7 @@ class _Args:
 
 
 def build_reaction(
-    inst: Instance, index: int, node: ast.Reaction, mode, rep: Reporter
+    inst: Instance, index: int, node: tree.Reaction, mode, rep: Reporter
 ) -> ReactionInst:
     """Resolve one declared reaction of ``inst``; unknown names are reported through ``rep``."""
     r = ReactionInst(
@@ -63,7 +63,7 @@ def build_reaction(
     return r
 
 
-def forward_reaction(inst: Instance, mode: str, pairs, pos: ast.Pos) -> ReactionInst:
+def forward_reaction(inst: Instance, mode: str, pairs, pos: tree.Pos) -> ReactionInst:
     """A synthetic reaction of ``inst`` in ``mode`` that copies each source channel's value to
     its destination channel when present (a connection declared inside a mode)."""
     r = ReactionInst(
@@ -96,7 +96,7 @@ def _forward_count(inst: Instance) -> int:
 
 
 def _resolve(inst: Instance, ref, role: str, args: _Args, rep: Reporter) -> list[dict]:
-    if isinstance(ref, ast.ModeTransition):
+    if isinstance(ref, tree.ModeTransition):
         return _mode(inst, ref.mode, ref.kind, ref.pos, args, rep)
     if ref.container is not None:
         return _contained(inst, ref, role, args, rep)
@@ -137,7 +137,7 @@ def _mode(inst, name, kind, pos, args: _Args, rep) -> list[dict]:
     return [{"kind": "mode", "name": name, "transition": transition}]
 
 
-def _contained(inst: Instance, ref: ast.VarRef, role: str, args: _Args, rep) -> list[dict]:
+def _contained(inst: Instance, ref: tree.VarRef, role: str, args: _Args, rep) -> list[dict]:
     members = inst.children.get(ref.container)
     if members is None:
         rep.error(f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos)

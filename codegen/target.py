@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import ast
+from . import tree
 from .diagnostics import Reporter
 from .units import UNITS, to_ns
 
@@ -76,7 +76,7 @@ class TargetConfig:
         }
 
 
-def read_target(target: ast.Target | None, rep: Reporter) -> TargetConfig:
+def read_target(target: tree.Target | None, rep: Reporter) -> TargetConfig:
     """Validate a target declaration and return its configuration.
 
     Errors (reported, not raised): a target other than Python, a badly typed value.
@@ -93,7 +93,7 @@ def read_target(target: ast.Target | None, rep: Reporter) -> TargetConfig:
     return cfg
 
 
-def _read_property(cfg: TargetConfig, kv: ast.KeyValue, rep: Reporter) -> None:
+def _read_property(cfg: TargetConfig, kv: tree.KeyValue, rep: Reporter) -> None:
     kind = SUPPORTED.get(kv.key)
     if kind is None:
         if kv.key in IGNORED:
@@ -110,12 +110,12 @@ def _read_property(cfg: TargetConfig, kv: ast.KeyValue, rep: Reporter) -> None:
         cfg.keepalive_set = True
 
 
-def _convert(kind: str, kv: ast.KeyValue, rep: Reporter):
+def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
     v = kv.value
     if kind == "time":
-        if isinstance(v, ast.Literal) and v.text == "0":
+        if isinstance(v, tree.Literal) and v.text == "0":
             return 0
-        if isinstance(v, ast.Time) and (
+        if isinstance(v, tree.Time) and (
             v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")
         ):
             if v.unit is None and v.magnitude != 0:
@@ -141,7 +141,7 @@ def _convert(kind: str, kv: ast.KeyValue, rep: Reporter):
         rep.error(f"logging level must be one of {', '.join(LEVELS)}", kv.pos)
         return None
     if kind == "files":
-        items = v.items if isinstance(v, ast.PropList) else (v,)
+        items = v.items if isinstance(v, tree.PropList) else (v,)
         return [_text(i).strip('"') for i in items if _text(i) is not None]
     if kind == "tracing":
         return text is None or text.lower() == "true"
@@ -149,8 +149,8 @@ def _convert(kind: str, kv: ast.KeyValue, rep: Reporter):
 
 
 def _text(v) -> str | None:
-    if isinstance(v, (ast.Literal, ast.PropIdent)):
+    if isinstance(v, (tree.Literal, tree.PropIdent)):
         return v.text
-    if isinstance(v, ast.Time) and v.unit is None:
+    if isinstance(v, tree.Time) and v.unit is None:
         return str(v.magnitude)
     return None

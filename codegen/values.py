@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast as pyast
 from dataclasses import dataclass
 
-from . import ast
+from . import tree
 from .diagnostics import Reporter
 from .units import UNITS, to_ns
 
@@ -26,7 +26,7 @@ class Opaque:
     text: str
 
 
-def evaluate(expr: ast.Expr | None, scope: dict | None, rep: Reporter):
+def evaluate(expr: tree.Expr | None, scope: dict | None, rep: Reporter):
     """The compile-time value of ``expr``.
 
     ``scope`` maps parameter names to values for parameter references (None: references are
@@ -35,7 +35,7 @@ def evaluate(expr: ast.Expr | None, scope: dict | None, rep: Reporter):
     """
     if expr is None:
         return None
-    if isinstance(expr, ast.Time):
+    if isinstance(expr, tree.Time):
         if (
             expr.unit is not None
             and expr.unit not in UNITS
@@ -44,16 +44,16 @@ def evaluate(expr: ast.Expr | None, scope: dict | None, rep: Reporter):
             rep.error(f"invalid time unit '{expr.unit}'", expr.pos)
             return None
         return TimeNs(to_ns(expr.magnitude, expr.unit))
-    if isinstance(expr, ast.Literal):
+    if isinstance(expr, tree.Literal):
         return _literal(expr.text)
-    if isinstance(expr, ast.ParamRef):
+    if isinstance(expr, tree.ParamRef):
         if scope is None or expr.name not in scope:
             rep.error(f"'{expr.name}' is not a parameter of this reactor", expr.pos)
             return None
         return scope[expr.name]
-    if isinstance(expr, ast.Code):
+    if isinstance(expr, tree.Code):
         return Opaque(expr.text)
-    if isinstance(expr, ast.ListExpr):
+    if isinstance(expr, tree.ListExpr):
         return [evaluate(e, scope, rep) for e in expr.items]
     return None
 
@@ -67,7 +67,7 @@ def _literal(text: str):
         return Opaque(text)
 
 
-def time_of(expr: ast.Expr | None, scope: dict | None, rep: Reporter, what: str) -> int | None:
+def time_of(expr: tree.Expr | None, scope: dict | None, rep: Reporter, what: str) -> int | None:
     """Resolve ``expr`` as a time in nanoseconds; None when absent or invalid (reported)."""
     if expr is None:
         return None
@@ -84,7 +84,7 @@ def time_of(expr: ast.Expr | None, scope: dict | None, rep: Reporter, what: str)
     return None
 
 
-def width_of(width: ast.Width | None, scope: dict, rep: Reporter) -> int:
+def width_of(width: tree.Width | None, scope: dict, rep: Reporter) -> int:
     """The width of a multiport or bank; -2 for a plain port (no width given)."""
     if width is None:
         return -2
@@ -95,10 +95,10 @@ def width_of(width: ast.Width | None, scope: dict, rep: Reporter) -> int:
         return 1
     total = 0
     for term in width.terms:
-        if isinstance(term, ast.WidthOf):
+        if isinstance(term, tree.WidthOf):
             rep.error("widthof(...) is not supported by the Python target", term.pos)
             return 1
-        if isinstance(term, ast.Code):
+        if isinstance(term, tree.Code):
             rep.error(
                 "a width given by target code is not supported by the Python target", term.pos
             )

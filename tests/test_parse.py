@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from codegen.ast import (
+from codegen.diagnostics import CompileError, Reporter
+from codegen.lexing import code_body
+from codegen.parse import parse, parse_file
+from codegen.tree import (
     ActionDecl,
     Assignment,
     Attribute,
@@ -40,9 +43,6 @@ from codegen.ast import (
     Width,
     WidthOf,
 )
-from codegen.diagnostics import CompileError, Reporter
-from codegen.lexing import code_body
-from codegen.parse import parse, parse_file
 
 F = "t.lf"
 
