@@ -4,11 +4,30 @@ inferred deadlines and the total priority order (spec §3.5, §3.6).
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from dataclasses import dataclass
 
 from .diagnostics import Reporter
-from .instance import Channel, Elaborated, ReactionInst
+from .instance import Channel, Elaborated, PortRef, ReactionInst
 from .units import INT64_MAX
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What analysis computes, each indexed by reaction id (``Elaborated.reactions`` order).
+
+    ``successors[i]``: ids of the reactions that reaction ``i`` precedes at one tag (sorted);
+    ``levels[i]``: length of the longest precedence path ending at ``i`` (0 for a root);
+    ``inferred_deadlines[i]``: the smallest deadline (ns) of ``i`` and everything after it,
+    None when none has one; ``ranks[i]``: position of ``i`` in the total priority order
+    (inferred deadline, then level, then instance id, then declaration index).
+    """
+
+    successors: tuple[tuple[int, ...], ...]
+    levels: tuple[int, ...]
+    inferred_deadlines: tuple[int | None, ...]
+    ranks: tuple[int, ...]
 
 
 def precedence_graph(prog: Elaborated) -> dict[int, set[int]]:
@@ -30,14 +49,14 @@ def precedence_graph(prog: Elaborated) -> dict[int, set[int]]:
     readers: dict[tuple[int, str], list[ReactionInst]] = defaultdict(list)
     for r in prog.reactions:
         for ref in r.triggers + r.sources:
-            if ref["kind"] == "port":
-                readers[(ref["reactor"], ref["name"])].append(r)
+            if isinstance(ref, PortRef):
+                readers[(ref.reactor, ref.name)].append(r)
     insts = prog.instances
     for r in prog.reactions:
         for ref in r.effects:
-            if ref["kind"] != "port":
+            if not isinstance(ref, PortRef):
                 continue
-            for ch in insts[ref["reactor"]].channels(ref["name"]):
+            for ch in insts[ref.reactor].channels(ref.name):
                 for iid, port, _ in _reach(ch, downstream):
                     for q in readers.get((iid, port), ()):
                         if q is r or (
@@ -63,38 +82,58 @@ def _reach(start: Channel, downstream: dict) -> list[Channel]:
     return out
 
 
-def analyse(prog: Elaborated, rep: Reporter) -> None:
-    """Set ``level``, ``inferred_deadline`` and ``rank`` on every reaction.
+def analyse(prog: Elaborated, rep: Reporter) -> Analysis | None:
+    """Levels, inferred deadlines and ranks of every reaction of ``prog`` (left unchanged).
 
-    A causality loop is reported as an error naming every reaction of the cycle with its
-    ``.lf`` file and line; levels are then not computed.
+    A causality loop is reported through ``rep`` as an error naming every reaction of the
+    cycle with its ``.lf`` file and line; the result is then None.
     """
     succ = precedence_graph(prog)
     order = _topological(prog.reactions, succ)
     if order is None:
         _report_cycles(prog, succ, rep)
-        return
-    for r in order:
-        for s in succ.get(r.id, ()):
-            q = prog.reactions[s]
-            q.level = max(q.level, r.level + 1)
-    for r in reversed(order):
-        d = INT64_MAX if r.deadline is None else r.deadline
-        for s in succ.get(r.id, ()):
-            q = prog.reactions[s]
-            d = min(d, INT64_MAX if q.inferred_deadline is None else q.inferred_deadline)
-        r.inferred_deadline = None if d == INT64_MAX else d
+        return None
+    levels = _levels(order, succ)
+    deadlines = _inferred_deadlines(order, succ)
     ranked = sorted(
         prog.reactions,
         key=lambda r: (
-            INT64_MAX if r.inferred_deadline is None else r.inferred_deadline,
-            r.level,
+            INT64_MAX if deadlines[r.id] is None else deadlines[r.id],
+            levels[r.id],
             r.owner.id,
             r.index,
         ),
     )
+    ranks = [0] * len(ranked)
     for i, r in enumerate(ranked):
-        r.rank = i
+        ranks[r.id] = i
+    return Analysis(
+        successors=tuple(tuple(sorted(succ.get(r.id, ()))) for r in prog.reactions),
+        levels=tuple(levels),
+        inferred_deadlines=tuple(deadlines),
+        ranks=tuple(ranks),
+    )
+
+
+def _levels(order: list[ReactionInst], succ: dict[int, set[int]]) -> list[int]:
+    """Longest-path depth of each reaction, from a topological ``order``."""
+    levels = [0] * len(order)
+    for r in order:
+        for s in succ.get(r.id, ()):
+            levels[s] = max(levels[s], levels[r.id] + 1)
+    return levels
+
+
+def _inferred_deadlines(order: list[ReactionInst], succ: dict[int, set[int]]) -> list[int | None]:
+    """The smallest deadline (ns) of each reaction and everything downstream; None: none."""
+    inferred: list[int | None] = [None] * len(order)
+    for r in reversed(order):
+        d = INT64_MAX if r.deadline is None else r.deadline
+        for s in succ.get(r.id, ()):
+            q = inferred[s]
+            d = min(d, INT64_MAX if q is None else q)
+        inferred[r.id] = None if d == INT64_MAX else d
+    return inferred
 
 
 def _topological(reactions: list[ReactionInst], succ) -> list[ReactionInst] | None:
@@ -185,6 +224,4 @@ def _strongly_connected(n: int, succ) -> list[list[int]]:
 
 
 def _short(path: str) -> str:
-    import os
-
     return os.path.basename(path)

@@ -14,6 +14,7 @@ from . import tree
 from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .loader import Program
+from .names import check_names
 from .units import UNITS
 
 RESERVED = set(keyword.kwlist) | {
@@ -386,9 +387,23 @@ def _param_refs(e):
             yield from _param_refs(i)
 
 
+def check_defines(models: dict[str, tree.Model], rep: Reporter) -> dict[str, tree.Expr]:
+    """Check each ``lfc -D NAME=VALUE`` as the file declaring its parameter would be checked
+    (``models``: NAME -> the one-parameter file of :func:`codegen.parse.parse_define`).
+
+    Returns:
+        NAME -> VALUE expression, to override the main instance's parameter defaults.
+    """
+    for model in models.values():
+        _FileChecker(model, rep, main=True).run()
+    return {name: m.reactors[0].parameters[0].default for name, m in models.items()}
+
+
 def check_classes(table: ClassTable, rep: Reporter) -> None:
-    """Rules on flattened classes: references in reactions and connections, write conflicts."""
+    """Rules on flattened classes: every name resolves (:mod:`codegen.names`), references in
+    reactions and connections are of the right kind, no write conflicts."""
     for cls in table.all():
+        check_names(cls, rep)
         _ClassChecker(cls, rep).run()
 
 

@@ -14,6 +14,9 @@ from . import tree
 from .diagnostics import Reporter
 from .loader import Program, resolve_import
 
+#: Names a reaction may be triggered by without declaring them (unless a port has the name).
+BUILTIN_TRIGGERS = ("startup", "shutdown", "reset")
+
 
 @dataclass(frozen=True)
 class InMode:
@@ -53,6 +56,7 @@ class ReactorClass:
     modes: list[tree.Mode] = field(default_factory=list)
     watchdogs: list[InMode] = field(default_factory=list)
     supers: list[ReactorClass] = field(default_factory=list)
+    missing: list[tree.Instantiation] = field(default_factory=list)  # class not found (reported)
 
     def param(self, name: str) -> tree.Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
@@ -63,10 +67,31 @@ class ReactorClass:
     def child(self, name: str) -> Child | None:
         return next((c for c in self.children if c.node.name == name), None)
 
-    def named(self, kind: type, name: str):
+    def named(self, kind: type, name: str) -> InMode | None:
         """The timer/action (InMode) named ``name``, or None."""
         pool = self.timers if kind is tree.TimerDecl else self.actions
         return next((m for m in pool if m.node.name == name), None)
+
+    def mode(self, name: str) -> tree.Mode | None:
+        """The mode named ``name``, or None."""
+        return next((m for m in self.modes if m.name == name), None)
+
+    def local_kind(self, name: str, role: str) -> str | None:
+        """What a name without a container means in a reaction's list ``role`` ("trigger",
+        "source" or "effect"): "builtin", "port", "action", "timer" or "mode" (a mode only as
+        an effect); None when it names nothing (an error, reported by :mod:`codegen.check`).
+        """
+        if name in BUILTIN_TRIGGERS and role == "trigger" and self.port(name) is None:
+            return "builtin"
+        if self.port(name) is not None:
+            return "port"
+        if self.named(tree.ActionDecl, name) is not None:
+            return "action"
+        if self.named(tree.TimerDecl, name) is not None:
+            return "timer"
+        if role == "effect" and self.mode(name) is not None:
+            return "mode"
+        return None
 
 
 class ClassTable:
@@ -135,6 +160,8 @@ class ClassTable:
             sub = self.lookup(where, node.class_name, node.pos)
             if sub is not None:
                 cls.children.append(Child(node, mode, sub))
+            else:
+                cls.missing.append(node)
         return cls
 
     def lookup(self, file: str, name: str, pos: tree.Pos) -> ReactorClass | None:

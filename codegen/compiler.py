@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, replace
 
 from . import tree
-from .analyse import analyse
-from .check import check_classes, check_files, find_main
+from .analyse import Analysis, analyse
+from .check import check_classes, check_defines, check_files, find_main
 from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .elaborate import elaborate
 from .emit import Output, emit_program
 from .instance import Elaborated
 from .loader import Program, load, project_root, resolve_import
-from .parse import parse, parse_file
+from .names import check_define_names
+from .parse import parse_define, parse_file
 from .target import TargetConfig, read_target
 
 BUILTIN = os.path.join(os.path.dirname(__file__), "builtin.lf")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Overrides:
-    """Command-line overrides of target properties (``None``: keep the program's)."""
+    """Command-line overrides of target properties (``None``: keep the program's); ``timeout``
+    in nanoseconds."""
 
     workers: int | None = None
     timeout: int | None = None
@@ -30,14 +33,16 @@ class Overrides:
     params: dict[str, str] | None = None  # main reactor parameter -> LF expression text
 
 
-@dataclass
+@dataclass(frozen=True)
 class Front:
-    """Everything the compiler knows about a program before emitting it."""
+    """Everything the compiler knows about a program before emitting it: each stage's result
+    (``target`` is the final configuration, command-line overrides applied)."""
 
     program: Program
     table: ClassTable
     main: ReactorClass
     prog: Elaborated
+    analysis: Analysis
     target: TargetConfig
 
 
@@ -49,6 +54,7 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     Raises:
         CompileError: any error was reported (syntax, validation, causality loop, ...).
     """
+    ov = overrides or Overrides()
     program = load(path, rep)
     check_files(program, rep)
     main_decl = find_main(program, rep)
@@ -61,7 +67,7 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     program.files[BUILTIN] = parse_file(BUILTIN, rep)
     table = ClassTable(program, rep)
     main_cls = table.get(program.main_file, main_decl)
-    _override_params(main_cls, (overrides or Overrides()).params or {}, rep)
+    defines = _defines(main_cls, ov.params or {}, rep)
     delays = {
         "delay": table.lookup(BUILTIN, "_lf_Delay", None),
         "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None),
@@ -69,12 +75,13 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     table.build_all()
     check_classes(table, rep)
     rep.check()
-    prog = elaborate(main_cls, table, delays, rep)
+    prog = elaborate(main_cls, table, delays, rep, defines)
     rep.check()
-    analyse(prog, rep)
-    _finish_target(target, prog, overrides or Overrides(), main_decl, rep)
+    analysis = analyse(prog, rep)
+    target = _final_target(target, prog, ov, main_decl, rep)
     rep.check()
-    return Front(program, table, main_cls, prog, target)
+    assert analysis is not None, "a causality loop is an error, raised just above"
+    return Front(program, table, main_cls, prog, analysis, target)
 
 
 def compile_file(
@@ -108,47 +115,39 @@ def compile_file(
         f.target,
         project_root(main_file),
         files,
+        f.analysis,
     )
     if not no_compile:
         _syntax_check(out, rep)
     return out
 
 
-def _override_params(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> None:
-    """Replace defaults of main-reactor parameters with values given as LF expressions
-    (``lfc -D name=value``); they are then used at compile time like any default."""
-    for name, text in params.items():
-        old = main_cls.param(name)
-        if old is None:
-            rep.error(
-                f"-D {name}: the main reactor '{main_cls.name}' has no parameter '{name}'", None
-            )
-            continue
-        where = f"<-D {name}>"
-        model = parse(f"target Python\nmain reactor X({name} = {text}) {{}}\n", where, rep)
-        expr = model.reactors[0].parameters[0].default
-        main_cls.parameters[main_cls.parameters.index(old)] = replace(old, default=expr)
+def _defines(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> dict[str, tree.Expr]:
+    """The values of ``lfc -D NAME=VALUE`` (LF expression text) for parameters of the main
+    reactor, parsed and checked like defaults written in the file; errors are reported."""
+    known = check_define_names(main_cls, params, rep)
+    return check_defines({name: parse_define(name, params[name], rep) for name in known}, rep)
 
 
-def _finish_target(
-    target: TargetConfig, prog, ov: Overrides, main_decl: tree.Reactor, rep: Reporter
-) -> None:
+def _final_target(
+    target: TargetConfig, prog: Elaborated, ov: Overrides, main_decl: tree.Reactor, rep: Reporter
+) -> TargetConfig:
+    """``target`` with the command-line overrides, and ``keepalive`` forced on (with a
+    warning) for a program with a physical action unless the program set it; ``fast`` with a
+    physical action is reported as an error."""
     physical = any(a.origin == "physical" for i in prog.instances for a in i.actions)
-    if ov.workers is not None:
-        target.workers = ov.workers
-    if ov.timeout is not None:
-        target.timeout = ov.timeout
-    if ov.fast is not None:
-        target.fast = ov.fast
+    given = {"workers": ov.workers, "timeout": ov.timeout, "fast": ov.fast}
+    target = replace(target, **{k: v for k, v in given.items() if v is not None})
     if physical and target.fast:
         rep.error("'fast: true' cannot be used in a program with physical actions", main_decl.pos)
     if physical and not target.keepalive_set:
-        target.keepalive = True
+        target = replace(target, keepalive=True)
         rep.warning(
             "the program has a physical action: 'keepalive' is set to true (set "
             "'keepalive: false' in the target to stop when the event queue is empty)",
             main_decl.pos,
         )
+    return target
 
 
 def _file_preambles(program: Program) -> list[tree.Preamble]:
@@ -188,8 +187,6 @@ def _target_files(main_file: str, target: TargetConfig, rep: Reporter) -> list[s
 
 def _syntax_check(out: Output, rep: Reporter) -> None:
     """Compile the generated module; report a SyntaxError at its ``.lf`` line."""
-    import json
-
     with open(out.module, encoding="utf-8") as f:
         text = f.read()
     try:

@@ -28,9 +28,15 @@ from .values import evaluate, time_of, width_of
 class Elaborator:
     """Builds the instance tree; one object per compilation."""
 
-    def __init__(self, rep: Reporter, delay_classes: dict[str, ReactorClass]):
+    def __init__(
+        self,
+        rep: Reporter,
+        delay_classes: dict[str, ReactorClass],
+        defines: dict[str, tree.Expr],
+    ):
         self.rep = rep
         self.delay_classes = delay_classes
+        self.defines = defines
         self.instances: list[Instance] = []
         self.reactions: list[ReactionInst] = []
         self.edges: list[tuple[Channel, Channel]] = []
@@ -39,9 +45,31 @@ class Elaborator:
         self._site_names: dict[tuple, str] = {}
 
     def run(self, main: ReactorClass) -> Elaborated:
-        self.sites["_lf_params_main"] = (None, main, None)
+        self.sites["_lf_params_main"] = (self._main_site(main), main, None)
         self._instantiate(main, None, None, 0, 1, None, "_lf_params_main", [])
         return Elaborated(self.instances, self.reactions, self.edges, self.views, self.sites)
+
+    def _main_site(self, main: ReactorClass) -> Child | None:
+        """The main instance as if instantiated with the ``-D`` values as assignments (each
+        placed at the parameter it sets); None without ``-D``."""
+        if not self.defines:
+            return None
+        assignments = tuple(
+            tree.Assignment(p.name, self.defines[p.name], p.pos)
+            for p in main.parameters
+            if p.name in self.defines
+        )
+        node = tree.Instantiation(
+            name=main.name,
+            class_name=main.name,
+            width=None,
+            assignments=assignments,
+            type_args=(),
+            host=None,
+            attributes=(),
+            pos=main.decl.pos,
+        )
+        return Child(node, None, main)
 
     # ------------------------------------------------------------------ instances
 
@@ -101,10 +129,13 @@ class Elaborator:
         if inst.parent is not None:
             parent_scope = dict(inst.parent.params)
             parent_scope.setdefault("bank_index", inst.parent.bank_index)
-        assigned = {a.name: a for a in child.node.assignments} if child else {}
+        if child is not None:
+            assigned = {a.name: a.value for a in child.node.assignments}
+        else:
+            assigned = self.defines if inst.parent is None else {}
         for p in inst.cls.parameters:
             if p.name in assigned:
-                values[p.name] = evaluate(assigned[p.name].value, parent_scope, self.rep)
+                values[p.name] = evaluate(assigned[p.name], parent_scope, self.rep)
             elif p.name == "bank_index":
                 values[p.name] = inst.bank_index
             else:
@@ -218,23 +249,13 @@ class Elaborator:
             self._add_reaction(build_reaction(d, i, r.node, r.mode, self.rep))
 
     def _ref_channels(self, inst: Instance, ref: tree.VarRef) -> list[Channel]:
-        """Channels of a connection endpoint, bank-major or (interleaved) port-major."""
+        """Channels of a connection endpoint, bank-major or (interleaved) port-major (names
+        were checked by :mod:`codegen.check`)."""
         if ref.container is None:
-            if ref.name not in inst.ports:
-                self.rep.error(f"'{ref.name}' is not a port of reactor '{inst.cls.name}'", ref.pos)
-                return []
             return inst.channels(ref.name)
         members = inst.children.get(ref.container)
-        if members is None:
-            self.rep.error(
-                f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos
-            )
-            return []
-        if ref.name not in members[0].ports:
-            self.rep.error(
-                f"'{ref.name}' is not a port of reactor '{members[0].cls.name}'", ref.pos
-            )
-            return []
+        if not members:
+            return []  # the instance was not made: a cyclic instantiation, already reported
         if not ref.interleaved:
             return [c for m in members for c in m.channels(ref.name)]
         width = members[0].ports[ref.name].channels
@@ -270,11 +291,17 @@ def _attr_text(a: tree.Attribute) -> str | None:
 
 
 def elaborate(
-    main: ReactorClass, table: ClassTable, delay_classes: dict[str, ReactorClass], rep: Reporter
+    main: ReactorClass,
+    table: ClassTable,
+    delay_classes: dict[str, ReactorClass],
+    rep: Reporter,
+    defines: dict[str, tree.Expr] | None = None,
 ) -> Elaborated:
     """Instantiate ``main`` and everything below it.
 
-    Errors (undefined ports or instances, bad widths or times, cyclic instantiation) are
-    reported through ``rep``; the caller calls ``rep.check()``.
+    ``defines`` maps main-reactor parameters to the values given by ``lfc -D`` (checked
+    by :func:`codegen.check.check_defines`); they replace the defaults of the main instance.
+    Names were resolved by :mod:`codegen.check`. Errors in values (bad widths or times) and
+    cyclic instantiation are reported through ``rep``; the caller calls ``rep.check()``.
     """
-    return Elaborator(rep, delay_classes).run(main)
+    return Elaborator(rep, delay_classes, defines or {}).run(main)

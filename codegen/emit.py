@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import jinja2
 
 from . import tree
+from .analyse import Analysis
 from .classes import ReactorClass
 from .instance import Elaborated, Instance, ReactionInst
 from .pyexpr import indent, python
@@ -196,6 +197,7 @@ def emit_program(
     target: TargetConfig,
     package_dir: str,
     files: list[str],
+    analysis: Analysis,
 ) -> None:
     """Write the module, graph.json, copied ``files`` and the launcher under ``out``.
 
@@ -206,7 +208,7 @@ def emit_program(
     os.makedirs(out.src_dir, exist_ok=True)
     text, line_map = _render(main_file, classes, preambles, prog, marks_views)
     _write(out.module, text)
-    graph = graph_json(out, main_file, prog, target, package_dir, line_map)
+    graph = graph_json(out, main_file, prog, target, package_dir, line_map, analysis)
     _write(out.graph, json.dumps(graph, indent=1))
     for f in files:
         _copy_into(f, out.src_dir)
@@ -253,6 +255,7 @@ def graph_json(
     target: TargetConfig,
     package_dir: str,
     line_map: list,
+    analysis: Analysis,
 ) -> dict:
     """The elaborated program as the JSON document of docs/PROGRAM.md, with the placement of
     every reactor for the target's number of workers."""
@@ -265,7 +268,7 @@ def graph_json(
         "module": f"{out.name}.py",
         "target": target.to_json(),
         "reactors": [_instance_json(i) for i in prog.instances],
-        "reactions": [_reaction_json(r) for r in prog.reactions],
+        "reactions": [_reaction_json(r, analysis) for r in prog.reactions],
         "channels": [[*s, *d] for s, d in prog.edges],
         "connections": [
             {
@@ -356,7 +359,7 @@ def _label(a: tree.Attribute | None) -> str | None:
     return a.params[0].value.text.strip('"')
 
 
-def _reaction_json(r: ReactionInst) -> dict:
+def _reaction_json(r: ReactionInst, analysis: Analysis) -> dict:
     label = next((a for a in (r.node.attributes if r.node else ()) if a.name == "label"), None)
     return {
         "id": r.id,
@@ -368,13 +371,13 @@ def _reaction_json(r: ReactionInst) -> dict:
         "deadline": r.deadline,
         "deadline_function": r.deadline_function,
         "mode": r.mode,
-        "triggers": r.triggers,
-        "sources": r.sources,
-        "effects": r.effects,
+        "triggers": [t.to_json() for t in r.triggers],
+        "sources": [t.to_json() for t in r.sources],
+        "effects": [t.to_json() for t in r.effects],
         "args": r.args,
-        "level": r.level,
-        "inferred_deadline": r.inferred_deadline,
-        "rank": r.rank,
+        "level": analysis.levels[r.id],
+        "inferred_deadline": analysis.inferred_deadlines[r.id],
+        "rank": analysis.ranks[r.id],
         "file": r.file,
         "line": r.line,
     }

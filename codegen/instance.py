@@ -1,8 +1,8 @@
 """The elaborated program: reactor instances, their ports, timers, actions and reactions.
 
-Produced by :mod:`codegen.elaborate`, annotated (levels, inferred deadlines, ranks) by
-:mod:`codegen.analyse`, written out by :mod:`codegen.emit`. Times are nanoseconds.
-A channel is ``(instance id, port name, channel index)``; a plain port has one channel, 0.
+Produced by :mod:`codegen.elaborate`, read (never changed) by :mod:`codegen.analyse`, written
+out by :mod:`codegen.emit`. Times are nanoseconds. A channel is
+``(instance id, port name, channel index)``; a plain port has one channel, 0.
 """
 
 from __future__ import annotations
@@ -13,6 +13,68 @@ from . import tree
 from .classes import ReactorClass
 
 Channel = tuple[int, str, int]
+
+
+@dataclass(frozen=True)
+class BuiltinRef:
+    """A built-in trigger of a reaction: ``kind`` is "startup", "shutdown" or "reset"."""
+
+    kind: str
+
+    def to_json(self) -> dict:
+        """The JSON form of docs/PROGRAM.md: ``{"kind": "startup"}``."""
+        return {"kind": self.kind}
+
+
+@dataclass(frozen=True)
+class PortRef:
+    """Port ``name`` of instance ``reactor`` (an id), as a trigger, source or effect."""
+
+    reactor: int
+    name: str
+
+    def to_json(self) -> dict:
+        """``{"kind": "port", "reactor": id, "name": port}``."""
+        return {"kind": "port", "reactor": self.reactor, "name": self.name}
+
+
+@dataclass(frozen=True)
+class ActionRef:
+    """Action ``name`` of the reaction's own instance."""
+
+    name: str
+
+    def to_json(self) -> dict:
+        """``{"kind": "action", "name": action}``."""
+        return {"kind": "action", "name": self.name}
+
+
+@dataclass(frozen=True)
+class TimerRef:
+    """Timer ``name`` of the reaction's own instance."""
+
+    name: str
+
+    def to_json(self) -> dict:
+        """``{"kind": "timer", "name": timer}``."""
+        return {"kind": "timer", "name": self.name}
+
+
+@dataclass(frozen=True)
+class ModeRef:
+    """A mode of the reaction's own instance as an effect; ``transition`` is "reset" or
+    "history"."""
+
+    name: str
+    transition: str
+
+    def to_json(self) -> dict:
+        """``{"kind": "mode", "name": mode, "transition": transition}``."""
+        return {"kind": "mode", "name": self.name, "transition": self.transition}
+
+
+#: What a reaction's trigger, source or effect refers to.
+Ref = BuiltinRef | PortRef | ActionRef | TimerRef | ModeRef
 
 
 @dataclass(frozen=True)
@@ -47,8 +109,9 @@ class ActionInst:
 
 @dataclass(eq=False)
 class ReactionInst:
-    """One reaction of one instance. ``triggers``/``sources``/``effects``/``args`` are the
-    JSON-ready dicts of docs/PROGRAM.md."""
+    """One reaction of one instance. ``triggers``/``sources``/``effects`` are resolved
+    references (:data:`Ref`); ``args`` are the JSON-ready dicts of docs/PROGRAM.md. Levels,
+    ranks and inferred deadlines are not here: :class:`codegen.analyse.Analysis` holds them."""
 
     id: int
     owner: Instance
@@ -56,15 +119,12 @@ class ReactionInst:
     node: tree.Reaction | None  # None for a synthetic forwarding reaction
     mode: str | None
     function: str
-    triggers: list[dict] = field(default_factory=list)
-    sources: list[dict] = field(default_factory=list)
-    effects: list[dict] = field(default_factory=list)
+    triggers: list[Ref] = field(default_factory=list)
+    sources: list[Ref] = field(default_factory=list)
+    effects: list[Ref] = field(default_factory=list)
     args: list[dict] = field(default_factory=list)
     deadline: int | None = None
     deadline_function: str | None = None
-    level: int = 0
-    inferred_deadline: int | None = None
-    rank: int = 0
     file: str = ""
     line: int = 0
 

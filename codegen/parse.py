@@ -119,6 +119,16 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
     raise AssertionError("unreachable: an error was reported")
 
 
+def parse_define(name: str, text: str, reporter: Reporter) -> Model:
+    """Parse ``lfc -D name=text`` as a file ``<-D name>`` that declares one main reactor with
+    the one parameter ``name = text`` (so that it is checked like one written in a file).
+
+    Raises:
+        CompileError: after reporting a syntax error in ``text``.
+    """
+    return parse(f"target Python\nmain reactor X({name} = {text}) {{}}\n", f"<-D {name}>", reporter)
+
+
 def parse_file(path: str, reporter: Reporter) -> Model:
     """Read and parse one ``.lf`` file.
 

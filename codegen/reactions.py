@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from . import tree
 from .diagnostics import Reporter
-from .instance import Instance, ReactionInst
+from .instance import (
+    ActionRef,
+    BuiltinRef,
+    Channel,
+    Instance,
+    ModeRef,
+    PortRef,
+    ReactionInst,
+    Ref,
+    TimerRef,
+)
 from .values import time_of
-
-BUILTIN_TRIGGERS = ("startup", "shutdown", "reset")
 
 
 class _Args:
@@ -30,9 +38,10 @@ class _Args:
 
 
 def build_reaction(
-    inst: Instance, index: int, node: tree.Reaction, mode, rep: Reporter
+    inst: Instance, index: int, node: tree.Reaction, mode: str | None, rep: Reporter
 ) -> ReactionInst:
-    """Resolve one declared reaction of ``inst``; unknown names are reported through ``rep``."""
+    """One declared reaction of ``inst`` with its references and arguments; a bad deadline
+    value is reported through ``rep`` (names were checked by :mod:`codegen.check`)."""
     r = ReactionInst(
         id=-1,
         owner=inst,
@@ -45,11 +54,11 @@ def build_reaction(
     )
     args = _Args()
     for ref in node.triggers:
-        r.triggers.extend(_resolve(inst, ref, "trigger", args, rep))
+        r.triggers.extend(_resolve(inst, ref, "trigger", args))
     for ref in node.sources:
-        r.sources.extend(_resolve(inst, ref, "source", args, rep))
+        r.sources.extend(_resolve(inst, ref, "source", args))
     for ref in node.effects:
-        r.effects.extend(_resolve(inst, ref, "effect", args, rep))
+        r.effects.extend(_resolve(inst, ref, "effect", args))
     if not node.triggers:
         for p in inst.ports.values():
             if p.kind == "input":
@@ -63,7 +72,9 @@ def build_reaction(
     return r
 
 
-def forward_reaction(inst: Instance, mode: str, pairs, pos: tree.Pos) -> ReactionInst:
+def forward_reaction(
+    inst: Instance, mode: str, pairs: list[tuple[Channel, Channel]], pos: tree.Pos
+) -> ReactionInst:
     """A synthetic reaction of ``inst`` in ``mode`` that copies each source channel's value to
     its destination channel when present (a connection declared inside a mode)."""
     r = ReactionInst(
@@ -80,10 +91,10 @@ def forward_reaction(inst: Instance, mode: str, pairs, pos: tree.Pos) -> Reactio
     for (si, sp, _), (di, dp, _) in pairs:
         if (si, sp) not in seen_t:
             seen_t.add((si, sp))
-            r.triggers.append({"kind": "port", "reactor": si, "name": sp})
+            r.triggers.append(PortRef(si, sp))
         if (di, dp) not in seen_e:
             seen_e.add((di, dp))
-            r.effects.append({"kind": "port", "reactor": di, "name": dp})
+            r.effects.append(PortRef(di, dp))
     r.args = [
         {"name": "src", "kind": "channels", "channels": [list(s) for s, _ in pairs]},
         {"name": "dst", "kind": "channels", "channels": [list(d) for _, d in pairs]},
@@ -95,26 +106,28 @@ def _forward_count(inst: Instance) -> int:
     return sum(1 for r in inst.reactions if r.node is None)
 
 
-def _resolve(inst: Instance, ref, role: str, args: _Args, rep: Reporter) -> list[dict]:
+def _resolve(
+    inst: Instance, ref: tree.VarRef | tree.ModeTransition, role: str, args: _Args
+) -> list[Ref]:
+    """The references ``ref`` makes from a reaction of ``inst``; names were resolved (and
+    unknown ones reported) by :mod:`codegen.check`."""
     if isinstance(ref, tree.ModeTransition):
-        return _mode(inst, ref.mode, ref.kind, ref.pos, args, rep)
+        return [_mode(ref.mode, ref.kind, args)]
     if ref.container is not None:
-        return _contained(inst, ref, role, args, rep)
+        return _contained(inst, ref, args)
     name = ref.name
-    if name in BUILTIN_TRIGGERS and role == "trigger" and name not in inst.ports:
-        return [{"kind": name}]
-    if name in inst.ports:
+    kind = inst.cls.local_kind(name, role)
+    if kind == "builtin":
+        return [BuiltinRef(name)]
+    if kind == "port":
         _port_arg(inst, name, args)
-        return [{"kind": "port", "reactor": inst.id, "name": name}]
-    if any(a.name == name for a in inst.actions):
+        return [PortRef(inst.id, name)]
+    if kind == "action":
         args.add({"name": name, "kind": "action", "action": name})
-        return [{"kind": "action", "name": name}]
-    if any(t.name == name for t in inst.timers):
-        return [{"kind": "timer", "name": name}]
-    if role == "effect" and any(m.name == name for m in inst.cls.modes):
-        return _mode(inst, name, "default", ref.pos, args, rep)
-    rep.error(f"'{name}' is not a port, action or timer of reactor '{inst.cls.name}'", ref.pos)
-    return []
+        return [ActionRef(name)]
+    if kind == "timer":
+        return [TimerRef(name)]
+    return [_mode(name, "default", args)]  # kind == "mode": an effect entering a mode
 
 
 def _port_arg(inst: Instance, name: str, args: _Args) -> None:
@@ -128,26 +141,16 @@ def _port_arg(inst: Instance, name: str, args: _Args) -> None:
         args.add({"name": name, "kind": "port", "reactor": inst.id, "port": name})
 
 
-def _mode(inst, name, kind, pos, args: _Args, rep) -> list[dict]:
-    if not any(m.name == name for m in inst.cls.modes):
-        rep.error(f"'{name}' is not a mode of reactor '{inst.cls.name}'", pos)
-        return []
+def _mode(name: str, kind: str, args: _Args) -> ModeRef:
     transition = "history" if kind == "history" else "reset"
     args.add({"name": name, "kind": "mode", "mode": name, "transition": transition})
-    return [{"kind": "mode", "name": name, "transition": transition}]
+    return ModeRef(name, transition)
 
 
-def _contained(inst: Instance, ref: tree.VarRef, role: str, args: _Args, rep) -> list[dict]:
+def _contained(inst: Instance, ref: tree.VarRef, args: _Args) -> list[Ref]:
     members = inst.children.get(ref.container)
-    if members is None:
-        rep.error(f"'{ref.container}' is not an instance in reactor '{inst.cls.name}'", ref.pos)
-        return []
-    if ref.name not in members[0].ports:
-        rep.error(
-            f"'{ref.name}' is not a port of '{ref.container}' (reactor '{members[0].cls.name}')",
-            ref.pos,
-        )
-        return []
+    if not members:
+        return []  # the instance was not made: a cyclic instantiation, already reported
     ids = [m.id for m in members]
     bank = members[0].site is not None and members[0].site.width is not None
     if bank:
@@ -174,4 +177,4 @@ def _contained(inst: Instance, ref: tree.VarRef, role: str, args: _Args, rep) ->
         )
     if ref.name not in arg["ports"]:
         arg["ports"].append(ref.name)
-    return [{"kind": "port", "reactor": i, "name": ref.name} for i in ids]
+    return [PortRef(i, ref.name) for i in ids]

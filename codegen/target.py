@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import tree
 from .diagnostics import Reporter
@@ -47,9 +47,11 @@ IGNORED = {
 LEVELS = ("error", "warn", "info", "log", "debug")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TargetConfig:
-    """Resolved target properties. Times are in nanoseconds."""
+    """Resolved target properties. Times are in nanoseconds; ``keepalive_set`` says whether
+    the program gave ``keepalive`` itself. Derive a changed one with ``dataclasses.replace``.
+    """
 
     timeout: int | None = None
     fast: bool = False
@@ -59,10 +61,11 @@ class TargetConfig:
     workers: int = 1
     single_threaded: bool = False
     tracing: bool = False
-    files: list[str] = field(default_factory=list)
+    files: tuple[str, ...] = ()
     seed: int = 0
 
     def to_json(self) -> dict:
+        """The ``"target"`` object of graph.json (docs/PROGRAM.md)."""
         return {
             "timeout": self.timeout,
             "fast": self.fast,
@@ -82,18 +85,19 @@ def read_target(target: tree.Target | None, rep: Reporter) -> TargetConfig:
     Errors (reported, not raised): a target other than Python, a badly typed value.
     Warnings: an unknown property, a property without effect here.
     """
-    cfg = TargetConfig()
     if target is None:
-        return cfg
+        return TargetConfig()
     if target.name.lower() != "python":
         rep.error(f"this compiler supports only 'target Python', not '{target.name}'", target.pos)
-        return cfg
+        return TargetConfig()
+    values: dict = {}
     for kv in target.properties:
-        _read_property(cfg, kv, rep)
-    return cfg
+        _read_property(values, kv, rep)
+    return TargetConfig(**values)
 
 
-def _read_property(cfg: TargetConfig, kv: tree.KeyValue, rep: Reporter) -> None:
+def _read_property(values: dict, kv: tree.KeyValue, rep: Reporter) -> None:
+    """Add the field(s) ``kv`` sets to ``values`` (a later property overrides an earlier)."""
     kind = SUPPORTED.get(kv.key)
     if kind is None:
         if kv.key in IGNORED:
@@ -104,10 +108,9 @@ def _read_property(cfg: TargetConfig, kv: tree.KeyValue, rep: Reporter) -> None:
     value = _convert(kind, kv, rep)
     if value is None:
         return
-    attr = kv.key.replace("-", "_")
-    setattr(cfg, attr, value)
+    values[kv.key.replace("-", "_")] = value
     if kv.key == "keepalive":
-        cfg.keepalive_set = True
+        values["keepalive_set"] = True
 
 
 def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
@@ -142,7 +145,7 @@ def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
         return None
     if kind == "files":
         items = v.items if isinstance(v, tree.PropList) else (v,)
-        return [_text(i).strip('"') for i in items if _text(i) is not None]
+        return tuple(_text(i).strip('"') for i in items if _text(i) is not None)
     if kind == "tracing":
         return text is None or text.lower() == "true"
     return None

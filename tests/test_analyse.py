@@ -3,9 +3,14 @@
 from lfsrc import compile_text, errors_of
 
 
-def reaction(f, inst: str, index: int = 0):
+def reaction(f, inst: str, index: int = 0) -> int:
+    """The id of reaction ``index`` of instance ``inst``."""
     i = next(i for i in f.prog.instances if i.name == inst)
-    return next(r for r in i.reactions if r.index == index)
+    return next(r for r in i.reactions if r.index == index).id
+
+
+def level(f, inst: str, index: int = 0) -> int:
+    return f.analysis.levels[reaction(f, inst, index)]
 
 
 CHAIN = """
@@ -19,7 +24,7 @@ main reactor Main { a = new A()  b = new B()  c = new C()  a.out -> b.inp  b.out
 
 def test_levels_follow_the_longest_path(tmp_path):
     f, _ = compile_text(tmp_path, CHAIN.replace("DEADLINE", ""))
-    assert [reaction(f, n).level for n in ("Main.a", "Main.b", "Main.c")] == [0, 1, 2]
+    assert [level(f, n) for n in ("Main.a", "Main.b", "Main.c")] == [0, 1, 2]
 
 
 def test_consecutive_reactions_of_one_reactor_are_ordered(tmp_path):
@@ -34,7 +39,7 @@ main reactor Main {
   reaction(t) {= pass =}
 }""",
     )
-    assert [reaction(f, "Main", i).level for i in range(3)] == [0, 1, 2]
+    assert [level(f, "Main", i) for i in range(3)] == [0, 1, 2]
 
 
 def test_deadline_is_inferred_upstream(tmp_path):
@@ -45,9 +50,9 @@ def test_deadline_is_inferred_upstream(tmp_path):
             "reaction(inp) {= pass =} deadline(5 msec) {= pass =}",
         ),
     )
-    assert [reaction(f, n).inferred_deadline for n in ("Main.a", "Main.b", "Main.c")] == [
-        5_000_000
-    ] * 3
+    assert [
+        f.analysis.inferred_deadlines[reaction(f, n)] for n in ("Main.a", "Main.b", "Main.c")
+    ] == [5_000_000] * 3
 
 
 def test_deadline_orders_before_level(tmp_path):
@@ -60,7 +65,7 @@ reactor Urgent { timer t  output out  reaction(t) -> out {= out.set(1) =} }
 reactor Sink { input inp  reaction(inp) {= pass =} deadline(1 msec) {= pass =} }
 main reactor Main { s = new Slow()  u = new Urgent()  k = new Sink()  u.out -> k.inp }""",
     )
-    ranks = {n: reaction(f, n).rank for n in ("Main.s", "Main.u", "Main.k")}
+    ranks = {n: f.analysis.ranks[reaction(f, n)] for n in ("Main.s", "Main.u", "Main.k")}
     assert ranks["Main.u"] < ranks["Main.k"] < ranks["Main.s"]
 
 
@@ -74,9 +79,9 @@ main reactor Main { p = new P()  q = new P()  p.out -> q.inp  q.out -> p.inp aft
     )
     # The delay instance's forwarding reaction (act -> out) is the root at this tag.
     delay = next(i for i in f.prog.instances if i.synthetic == "delay")
-    assert reaction(f, delay.name, 0).level == 0
-    assert reaction(f, "Main.p").level == 1 and reaction(f, "Main.q").level == 2
-    assert reaction(f, delay.name, 1).level == 3
+    assert level(f, delay.name, 0) == 0
+    assert level(f, "Main.p") == 1 and level(f, "Main.q") == 2
+    assert level(f, delay.name, 1) == 3
 
 
 def test_causality_loop_reports_the_cycle_with_lines(tmp_path):

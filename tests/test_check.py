@@ -87,6 +87,28 @@ CASES = [
         2,
         39,
     ),
+    (
+        "reactor A { initial mode X { reaction(startup) -> history(Nope) {= pass =} } }\n"
+        "main reactor Main { a = new A() }",
+        "'Nope' is not a mode of reactor 'A'",
+        2,
+        51,
+    ),
+    (
+        "reactor A { input inp }\nmain reactor Main { a = new A()  b = new A()  a.nope -> b.inp }",
+        "'nope' is not a port of reactor 'A'",
+        3,
+        47,
+    ),
+    ("main reactor Main { b.x -> b.y }", "'b' is not an instance in reactor 'Main'", 2, 21),
+    ("main reactor Main { timer t(p) }", "'p' is not a parameter of this reactor", 2, 29),
+    ("reactor A {}\nmain reactor Main { a = new[w] A() }", "'w' is not a parameter", 3, 29),
+    (
+        "reactor A(p = 1) {}\nmain reactor Main { a = new A(p = q) }",
+        "'q' is not a parameter",
+        3,
+        35,
+    ),
     ("main reactor Main { physical action a  reaction(startup) -> a {= pass =} }", None, 0, 0),
 ]
 
@@ -163,3 +185,15 @@ def test_missing_import_file_is_located(tmp_path):
         e.startswith(f"{tmp_path / 'Main.lf'}:2:1: error: cannot find the imported file")
         for e in errs
     )
+
+
+def test_names_are_resolved_in_classes_that_are_never_instantiated(tmp_path):
+    errs = errors_of(
+        tmp_path, HEAD + "reactor A { input inp  reaction(nope) {= pass =} }\nmain reactor Main {}"
+    )
+    assert any("'nope' is not a port, action or timer of reactor 'A'" in e for e in errs)
+
+
+def test_an_instance_of_an_undefined_class_is_reported_once(tmp_path):
+    errs = errors_of(tmp_path, HEAD + "main reactor Main { x = new Missing()  x.a -> x.b }")
+    assert len(errs) == 1 and "reactor class 'Missing' is not defined" in errs[0]

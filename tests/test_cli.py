@@ -174,3 +174,32 @@ def test_define_of_an_unknown_parameter_is_an_error(tmp_path):
     r = lfc("-o", str(tmp_path / "o"), "-D", "nope=1", str(write(tmp_path, "Defs", DEFS)))
     assert r.returncode == 1
     assert "the main reactor 'Defs' has no parameter 'nope'" in r.stderr
+
+
+HIDDEN = "target Python\nmain reactor Net(hidden = 64) { reaction(startup) {= pass =} }\n"
+
+
+def test_define_value_is_checked_like_the_value_in_the_file(tmp_path):
+    in_file = write(tmp_path, "Net", HIDDEN.replace("64", "(32, 16)"))
+    r = lfc("-o", str(tmp_path / "a"), str(in_file))
+    message = "error: paren lists are not supported by the Python target: use [a, b]"
+    assert r.returncode == 1 and message in r.stderr
+    defined = write(tmp_path / "d", "Net", HIDDEN)
+    r = lfc("-o", str(tmp_path / "b"), "-D", "hidden=(32, 16)", str(defined))
+    assert r.returncode == 1 and f"<-D hidden>:2:25: {message}" in r.stderr
+    assert not (tmp_path / "b" / "bin" / "Net").exists()
+
+
+def test_define_value_cannot_refer_to_a_parameter(tmp_path):
+    src = write(tmp_path, "Net", HIDDEN.replace("hidden = 64", "hidden = 64, width = 2"))
+    r = lfc("-o", str(tmp_path / "o"), "-D", "hidden=width", str(src))
+    assert r.returncode == 1
+    assert "a parameter default cannot refer to 'width'" in r.stderr
+
+
+def test_define_sets_the_main_instance_parameter_at_its_line(tmp_path):
+    src = write(tmp_path, "Defs", DEFS)
+    launcher = build(src, tmp_path / "b", "-D", "n=5")
+    module = (tmp_path / "b" / "src-gen" / "Defs" / "Defs.py").read_text()
+    assert "'n': 5,  # Defs.lf:3" in module
+    assert run_program(launcher).stdout == "x 5 1000000\n"
