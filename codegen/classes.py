@@ -9,6 +9,7 @@ declared them (imports and aliases included).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from . import tree
 from .diagnostics import Reporter
@@ -81,17 +82,23 @@ class ReactorClass:
         "source" or "effect"): "builtin", "port", "action", "timer" or "mode" (a mode only as
         an effect); None when it names nothing (an error, reported by :mod:`codegen.check`).
         """
-        if name in BUILTIN_TRIGGERS and role == "trigger" and self.port(name) is None:
+        kind = self._member_kinds.get(name)
+        if name in BUILTIN_TRIGGERS and role == "trigger" and kind != "port":
             return "builtin"
-        if self.port(name) is not None:
-            return "port"
-        if self.named(tree.ActionDecl, name) is not None:
-            return "action"
-        if self.named(tree.TimerDecl, name) is not None:
-            return "timer"
+        if kind is not None:
+            return kind
         if role == "effect" and self.mode(name) is not None:
             return "mode"
         return None
+
+    @cached_property
+    def _member_kinds(self) -> dict[str, str]:
+        """ "port", "action" or "timer" for each such name (a port wins over an action, an
+        action over a timer). Built on first use, when the class is complete."""
+        kinds = {t.node.name: "timer" for t in self.timers}
+        kinds.update((a.node.name, "action") for a in self.actions)
+        kinds.update((p.name, "port") for p in self.ports)
+        return kinds
 
 
 class ClassTable:
