@@ -394,9 +394,13 @@ def check_defines(models: dict[str, tree.Model], rep: Reporter) -> dict[str, tre
     Returns:
         NAME -> VALUE expression, to override the main instance's parameter defaults.
     """
-    for model in models.values():
+    values = {}
+    for name, model in models.items():
         _FileChecker(model, rep, main=True).run()
-    return {name: m.reactors[0].parameters[0].default for name, m in models.items()}
+        value = model.reactors[0].parameters[0].default
+        if value is not None:  # always: the text parsed as 'NAME = VALUE'
+            values[name] = value
+    return values
 
 
 def check_classes(table: ClassTable, rep: Reporter) -> None:

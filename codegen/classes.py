@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Generic, TypeVar
 
 from . import tree
 from .diagnostics import Reporter
@@ -19,11 +20,14 @@ from .loader import Program, resolve_import
 BUILTIN_TRIGGERS = ("startup", "shutdown", "reset")
 
 
+N = TypeVar("N")
+
+
 @dataclass(frozen=True)
-class InMode:
+class InMode(Generic[N]):
     """A member and the mode of its reactor that holds it (None: outside every mode)."""
 
-    node: object
+    node: N
     mode: str | None
 
 
@@ -45,17 +49,17 @@ class ReactorClass:
     file: str
     pyclass: str = ""
     parameters: list[tree.Parameter] = field(default_factory=list)
-    states: list[InMode] = field(default_factory=list)
+    states: list[InMode[tree.StateVar]] = field(default_factory=list)
     ports: list[tree.PortDecl] = field(default_factory=list)
-    timers: list[InMode] = field(default_factory=list)
-    actions: list[InMode] = field(default_factory=list)
-    reactions: list[InMode] = field(default_factory=list)
+    timers: list[InMode[tree.TimerDecl]] = field(default_factory=list)
+    actions: list[InMode[tree.ActionDecl]] = field(default_factory=list)
+    reactions: list[InMode[tree.Reaction]] = field(default_factory=list)
     methods: list[tree.Method] = field(default_factory=list)
     preambles: list[tree.Preamble] = field(default_factory=list)
     children: list[Child] = field(default_factory=list)
-    connections: list[InMode] = field(default_factory=list)
+    connections: list[InMode[tree.Connection]] = field(default_factory=list)
     modes: list[tree.Mode] = field(default_factory=list)
-    watchdogs: list[InMode] = field(default_factory=list)
+    watchdogs: list[InMode[tree.Watchdog]] = field(default_factory=list)
     supers: list[ReactorClass] = field(default_factory=list)
     missing: list[tree.Instantiation] = field(default_factory=list)  # class not found (reported)
 
@@ -68,7 +72,7 @@ class ReactorClass:
     def child(self, name: str) -> Child | None:
         return next((c for c in self.children if c.node.name == name), None)
 
-    def named(self, kind: type, name: str) -> InMode | None:
+    def named(self, kind: type, name: str) -> InMode[Any] | None:
         """The timer/action (InMode) named ``name``, or None."""
         pool = self.timers if kind is tree.TimerDecl else self.actions
         return next((m for m in pool if m.node.name == name), None)
@@ -216,7 +220,7 @@ class ClassTable:
             elif isinstance(m, tree.Instantiation):
                 pending.append((m, mode, file))
             else:
-                pool = {
+                pool: list[InMode[Any]] = {
                     tree.StateVar: cls.states,
                     tree.TimerDecl: cls.timers,
                     tree.ActionDecl: cls.actions,

@@ -136,8 +136,12 @@ def _final_target(
     warning) for a program with a physical action unless the program set it; ``fast`` with a
     physical action is reported as an error."""
     physical = any(a.origin == "physical" for i in prog.instances for a in i.actions)
-    given = {"workers": ov.workers, "timeout": ov.timeout, "fast": ov.fast}
-    target = replace(target, **{k: v for k, v in given.items() if v is not None})
+    target = replace(
+        target,
+        workers=target.workers if ov.workers is None else ov.workers,
+        timeout=target.timeout if ov.timeout is None else ov.timeout,
+        fast=target.fast if ov.fast is None else ov.fast,
+    )
     if physical and target.fast:
         rep.error("'fast: true' cannot be used in a program with physical actions", main_decl.pos)
     if physical and not target.keepalive_set:

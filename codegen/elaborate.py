@@ -157,14 +157,14 @@ class Elaborator:
                 )
             )
         for a in cls.actions:
-            n = a.node
+            decl = a.node
             inst.actions.append(
                 ActionInst(
-                    n.name,
-                    n.origin or "logical",
-                    time_of(n.min_delay, scope, rep, "an action's minimum delay") or 0,
-                    time_of(n.min_spacing, scope, rep, "an action's minimum spacing"),
-                    n.policy or "defer",
+                    decl.name,
+                    decl.origin or "logical",
+                    time_of(decl.min_delay, scope, rep, "an action's minimum delay") or 0,
+                    time_of(decl.min_spacing, scope, rep, "an action's minimum spacing"),
+                    decl.policy or "defer",
                     a.mode,
                 )
             )

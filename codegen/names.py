@@ -24,14 +24,14 @@ def check_names(cls: ReactorClass, rep: Reporter) -> None:
     for c in cls.connections:
         for ref in c.node.lhs + c.node.rhs:
             _endpoint_name(cls, ref, rep)
-    for ref in _param_uses(cls):
-        if cls.param(ref.name) is None:
-            rep.error(f"'{ref.name}' is not a parameter of this reactor", ref.pos)
+    for use in _param_uses(cls):
+        if cls.param(use.name) is None:
+            rep.error(f"'{use.name}' is not a parameter of this reactor", use.pos)
     known = {p.name for p in cls.parameters} | {"bank_index"}
     for ch in cls.children:
-        for ref in _assignment_refs(ch):
-            if ref.name not in known:
-                rep.error(f"'{ref.name}' is not a parameter of this reactor", ref.pos)
+        for use in _assignment_refs(ch):
+            if use.name not in known:
+                rep.error(f"'{use.name}' is not a parameter of this reactor", use.pos)
 
 
 def check_define_names(main: ReactorClass, names: Iterable[str], rep: Reporter) -> list[str]:
@@ -52,7 +52,7 @@ def _reaction_names(cls: ReactorClass, x: tree.Reaction, rep: Reporter) -> None:
                 if cls.mode(ref.mode) is None:
                     rep.error(f"'{ref.mode}' is not a mode of reactor '{cls.name}'", ref.pos)
             elif ref.container is not None:
-                child = _child(cls, ref, rep)
+                child = _child(cls, ref.container, ref.pos, rep)
                 if child is not None and child.cls.port(ref.name) is None:
                     rep.error(
                         f"'{ref.name}' is not a port of '{ref.container}' "
@@ -70,17 +70,17 @@ def _endpoint_name(cls: ReactorClass, ref: tree.VarRef, rep: Reporter) -> None:
         if cls.port(ref.name) is None:
             rep.error(f"'{ref.name}' is not a port of reactor '{cls.name}'", ref.pos)
         return
-    child = _child(cls, ref, rep)
+    child = _child(cls, ref.container, ref.pos, rep)
     if child is not None and child.cls.port(ref.name) is None:
         rep.error(f"'{ref.name}' is not a port of reactor '{child.cls.name}'", ref.pos)
 
 
-def _child(cls: ReactorClass, ref: tree.VarRef, rep: Reporter) -> Child | None:
-    """The instantiation ``ref.container``; None (reported unless its class is undefined,
-    which was reported already) when there is none."""
-    child = cls.child(ref.container)
-    if child is None and not any(m.name == ref.container for m in cls.missing):
-        rep.error(f"'{ref.container}' is not an instance in reactor '{cls.name}'", ref.pos)
+def _child(cls: ReactorClass, name: str, pos: tree.Pos, rep: Reporter) -> Child | None:
+    """The instantiation ``name`` used at ``pos``; None (reported unless its class is
+    undefined, which was reported already) when there is none."""
+    child = cls.child(name)
+    if child is None and not any(m.name == name for m in cls.missing):
+        rep.error(f"'{name}' is not an instance in reactor '{cls.name}'", pos)
     return child
 
 

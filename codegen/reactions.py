@@ -53,12 +53,12 @@ def build_reaction(
         line=node.pos.line,
     )
     args = _Args()
-    for ref in node.triggers:
-        r.triggers.extend(_resolve(inst, ref, "trigger", args))
-    for ref in node.sources:
-        r.sources.extend(_resolve(inst, ref, "source", args))
-    for ref in node.effects:
-        r.effects.extend(_resolve(inst, ref, "effect", args))
+    for trigger in node.triggers:
+        r.triggers.extend(_resolve(inst, trigger, "trigger", args))
+    for source in node.sources:
+        r.sources.extend(_resolve(inst, source, "source", args))
+    for effect in node.effects:
+        r.effects.extend(_resolve(inst, effect, "effect", args))
     if not node.triggers:
         for p in inst.ports.values():
             if p.kind == "input":
@@ -114,7 +114,7 @@ def _resolve(
     if isinstance(ref, tree.ModeTransition):
         return [_mode(ref.mode, ref.kind, args)]
     if ref.container is not None:
-        return _contained(inst, ref, args)
+        return _contained(inst, ref.container, ref.name, args)
     name = ref.name
     kind = inst.cls.local_kind(name, role)
     if kind == "builtin":
@@ -147,34 +147,34 @@ def _mode(name: str, kind: str, args: _Args) -> ModeRef:
     return ModeRef(name, transition)
 
 
-def _contained(inst: Instance, ref: tree.VarRef, args: _Args) -> list[Ref]:
-    members = inst.children.get(ref.container)
+def _contained(inst: Instance, container: str, port: str, args: _Args) -> list[Ref]:
+    members = inst.children.get(container)
     if not members:
         return []  # the instance was not made: a cyclic instantiation, already reported
     ids = [m.id for m in members]
     bank = members[0].site is not None and members[0].site.width is not None
     if bank:
-        arg = args.add({"name": ref.container, "kind": "bank", "reactors": ids, "ports": []})
+        arg = args.add({"name": container, "kind": "bank", "reactors": ids, "ports": []})
         args.add(
             {
-                "name": f"{ref.container}_{ref.name}",
+                "name": f"{container}_{port}",
                 "kind": "bank_ports",
                 "reactors": ids,
-                "port": ref.name,
+                "port": port,
             },
             raw=True,
         )
     else:
-        arg = args.add({"name": ref.container, "kind": "contained", "reactor": ids[0], "ports": []})
+        arg = args.add({"name": container, "kind": "contained", "reactor": ids[0], "ports": []})
         args.add(
             {
-                "name": f"{ref.container}_{ref.name}",
+                "name": f"{container}_{port}",
                 "kind": "port",
                 "reactor": ids[0],
-                "port": ref.name,
+                "port": port,
             },
             raw=True,
         )
-    if ref.name not in arg["ports"]:
-        arg["ports"].append(ref.name)
-    return [PortRef(i, ref.name) for i in ids]
+    if port not in arg["ports"]:
+        arg["ports"].append(port)
+    return [PortRef(i, port) for i in ids]
