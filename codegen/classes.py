@@ -175,7 +175,7 @@ class ClassTable:
                 cls.missing.append(node)
         return cls
 
-    def lookup(self, file: str, name: str, pos: tree.Pos) -> ReactorClass | None:
+    def lookup(self, file: str, name: str, pos: tree.Pos | None) -> ReactorClass | None:
         """Resolve a class name as seen from ``file``; reports an error when undefined."""
         hit = self.scope(file).get(name)
         if hit is None:

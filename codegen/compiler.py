@@ -64,10 +64,10 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     if main_decl is None:
         rep.warning(f"no main reactor in '{os.path.basename(path)}': nothing to build", None)
         return None
-    program.files[BUILTIN] = parse_file(BUILTIN, rep)
+    program = replace(program, files={**program.files, BUILTIN: parse_file(BUILTIN, rep)})
     table = ClassTable(program, rep)
     main_cls = table.get(program.main_file, main_decl)
-    defines = _defines(main_cls, ov.params or {}, rep)
+    defines = _defines(main_cls, ov.params or {}, rep) if main_cls is not None else {}
     delays = {
         "delay": table.lookup(BUILTIN, "_lf_Delay", None),
         "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None),
@@ -75,6 +75,7 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     table.build_all()
     check_classes(table, rep)
     rep.check()
+    assert main_cls is not None, "cyclic inheritance is an error, raised just above"
     prog = elaborate(main_cls, table, delays, rep, defines)
     rep.check()
     analysis = analyse(prog, rep)

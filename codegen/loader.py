@@ -11,7 +11,7 @@ from .diagnostics import Reporter
 from .parse import parse
 
 
-@dataclass
+@dataclass(frozen=True)
 class Program:
     """Every file of a program, parsed. ``files`` maps an absolute path to its model, main first."""
 
