@@ -17,14 +17,12 @@ from .units import INT64_MAX
 class Analysis:
     """What analysis computes, each indexed by reaction id (``Elaborated.reactions`` order).
 
-    ``successors[i]``: ids of the reactions that reaction ``i`` precedes at one tag (sorted);
     ``levels[i]``: length of the longest precedence path ending at ``i`` (0 for a root);
     ``inferred_deadlines[i]``: the smallest deadline (ns) of ``i`` and everything after it,
     None when none has one; ``ranks[i]``: position of ``i`` in the total priority order
     (inferred deadline, then level, then instance id, then declaration index).
     """
 
-    successors: tuple[tuple[int, ...], ...]
     levels: tuple[int, ...]
     inferred_deadlines: tuple[int | None, ...]
     ranks: tuple[int, ...]
@@ -108,7 +106,6 @@ def analyse(prog: Elaborated, rep: Reporter) -> Analysis | None:
     for i, r in enumerate(ranked):
         ranks[r.id] = i
     return Analysis(
-        successors=tuple(tuple(sorted(succ.get(r.id, ()))) for r in prog.reactions),
         levels=tuple(levels),
         inferred_deadlines=tuple(deadlines),
         ranks=tuple(ranks),
