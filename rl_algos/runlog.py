@@ -74,7 +74,8 @@ class EpisodeLog:
 
     def __init__(self, csv_path: str, window: int = 20):
         self.path = csv_path
-        self.file = open(csv_path, "w", encoding="utf-8", newline="")
+        # line-buffered: each finished episode reaches the OS at once, so a killed run keeps it
+        self.file = open(csv_path, "w", encoding="utf-8", newline="", buffering=1)
         self.file.write(CSV_HEADER)
         self.recent: deque[float] = deque(maxlen=window)
         self.window = window
