@@ -35,25 +35,26 @@ Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
 
 def usage(graph: dict) -> str:
     """The ``--help`` text of the program ``graph`` describes: the options, then the main
-    reactor's parameters (``graph["main_parameters"]``) with their types and values."""
+    reactor's parameters (``graph["main_parameters"]``) with their types, values and lines."""
     name = graph.get("name") or "program"
     text = USAGE.format(prog=name)
     params = graph.get("main_parameters") or []
     if not params:
         return text
-    width = max(len(_param_head(p)) for p in params)
+    heads = [_param_head(p) for p in params]
+    width = min(max(map(len, heads)), 40)
     lines = [
-        f"  {_param_head(p):<{width}}  ({os.path.basename(p.get('file') or '')}:{p['line']})"
-        for p in params
+        f"  {head:<{width}}  ({os.path.basename(p.get('file') or '')}:{p['line']})"
+        for head, p in zip(heads, params)
     ]
     title = f"Parameters of the main reactor {name} (set at compile time with lfc -D NAME=VALUE):"
     return "\n".join([text, "", title, *lines])
 
 
 def _param_head(p: dict) -> str:
-    """``name: type = default`` (``name = default`` without a declared type)."""
+    """``name: type = value`` (``name = value`` without a declared type), on one line."""
     typed = f"{p['name']}: {p['type']}" if p.get("type") else p["name"]
-    return f"{typed} = {p['default']}"
+    return " ".join(f"{typed} = {p['default']}".split())
 
 
 STATUS_INTERRUPTED = 130
