@@ -147,7 +147,7 @@ class _FileChecker:
         self.unused_imports()
 
     def unused_imports(self) -> None:
-        used = set()
+        used: set[str] = set()
         for r in self.model.reactors:
             used.update(n for n, _ in r.extends)
             used.update(i.class_name for i in _walk(r.members, tree.Instantiation))

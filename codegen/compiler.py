@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, replace
 
 from . import tree
@@ -68,10 +69,7 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     table = ClassTable(program, rep)
     main_cls = table.get(program.main_file, main_decl)
     defines = _defines(main_cls, ov.params or {}, rep) if main_cls is not None else {}
-    delays = {
-        "delay": table.lookup(BUILTIN, "_lf_Delay", None),
-        "physical_delay": table.lookup(BUILTIN, "_lf_PhysicalDelay", None),
-    }
+    delays = _delay_classes(table)
     table.build_all()
     check_classes(table, rep)
     rep.check()
@@ -128,6 +126,13 @@ def _defines(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> d
     reactor, parsed and checked like defaults written in the file; errors are reported."""
     known = check_define_names(main_cls, params, rep)
     return check_defines({name: parse_define(name, params[name], rep) for name in known}, rep)
+
+
+def _delay_classes(table: ClassTable) -> dict[str, ReactorClass]:
+    """The built-in reactors that ``after`` delays are lowered to (spec §3.11)."""
+    names = {"delay": "_lf_Delay", "physical_delay": "_lf_PhysicalDelay"}
+    found = {kind: table.lookup(BUILTIN, name, None) for kind, name in names.items()}
+    return {kind: cls for kind, cls in found.items() if cls is not None}
 
 
 def _final_target(
@@ -191,7 +196,7 @@ def _target_files(main_file: str, target: TargetConfig, rep: Reporter) -> list[s
 
 
 def _syntax_check(out: Output, rep: Reporter) -> None:
-    """Compile the generated module; report a SyntaxError at its ``.lf`` line."""
+    """Compile the generated module; report a SyntaxError at its ``.lf`` line and column."""
     with open(out.module, encoding="utf-8") as f:
         text = f.read()
     try:
@@ -199,17 +204,63 @@ def _syntax_check(out: Output, rep: Reporter) -> None:
     except SyntaxError as e:
         with open(out.graph, encoding="utf-8") as f:
             line_map = json.load(f)["line_map"]
-        pos = lf_position(line_map, e.lineno or 0, e.offset or 1)
+        pos = lf_position(line_map, e.lineno or 0, e.offset or 1, text.splitlines())
         rep.error(
-            f"Python syntax error in target code: {e.msg}",
+            f"Python syntax error in target code: {_lf_lines_in(e.msg, line_map)}",
             pos or tree.Pos(out.module, e.lineno or 1, e.offset or 1),
         )
         rep.check()
 
 
-def lf_position(line_map: list, py_line: int, py_col: int = 1) -> tree.Pos | None:
-    """The ``.lf`` position of a line of the generated module, from its line map."""
+def lf_position(
+    line_map: list, py_line: int, py_col: int = 1, module_lines: list[str] | None = None
+) -> tree.Pos | None:
+    """The ``.lf`` position of (line, column) of the generated module, from its line map.
+
+    ``module_lines`` (the module's text) lets the column be found in the ``.lf`` line;
+    without it the column is taken as the body's (8 spaces deeper in the module). A line
+    right after a body (the module's own code that follows it) is shown at the end of the
+    body's last line: the body left something open. None when the line maps to no ``.lf`` line.
+    """
     for first, last, file, lf_line in line_map:
         if first <= py_line <= last:
-            return tree.Pos(file, lf_line + py_line - first, max(py_col - 8, 1))
+            line = lf_line + py_line - first
+            if module_lines is None or py_line > len(module_lines):
+                return tree.Pos(file, line, max(py_col - 8, 1))
+            return tree.Pos(file, line, _lf_column(module_lines[py_line - 1], py_col, file, line))
+    for first, last, file, lf_line in line_map:
+        if last + 1 == py_line and last >= first:
+            line = lf_line + last - first
+            return tree.Pos(file, line, len(_read_line(file, line).rstrip()) + 1)
     return None
+
+
+def _lf_lines_in(message: str, line_map: list) -> str:
+    """``message`` with each ``on line N`` of the module said as the ``.lf`` line."""
+
+    def lf_line(m: re.Match) -> str:
+        pos = lf_position(line_map, int(m.group(1)))
+        return f"on line {pos.line}" if pos else m.group(0)
+
+    return re.sub(r"on line (\d+)", lf_line, message)
+
+
+def _lf_column(py_text: str, py_col: int, lf_file: str, lf_line: int) -> int:
+    """The column in ``lf_file``'s line ``lf_line`` of column ``py_col`` of the module line
+    ``py_text`` (the same code, indented differently, maybe after ``{=`` on its line)."""
+    code = py_text.strip()
+    lf_text = _read_line(lf_file, lf_line)
+    start = lf_text.find(code) if code else -1
+    if start < 0:
+        start = len(lf_text) - len(lf_text.lstrip())
+    return max(start + py_col - (len(py_text) - len(py_text.lstrip())), 1)
+
+
+def _read_line(path: str, line: int) -> str:
+    """Line ``line`` (1-based) of the text file ``path``; "" when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    return lines[line - 1].expandtabs(1) if 1 <= line <= len(lines) else ""

@@ -15,7 +15,7 @@ from . import tree
 from .analyse import Analysis
 from .classes import ReactorClass
 from .instance import Elaborated, Instance, ReactionInst
-from .pyexpr import indent, python
+from .pyexpr import indent, lf_text, python
 from .target import TargetConfig
 
 _ENV = jinja2.Environment(
@@ -58,26 +58,43 @@ class _Markers:
     """Marks emitted code with its ``.lf`` origin so that module lines map back to ``.lf`` lines.
 
     A body is preceded by a comment line ``# File.lf:N`` (its lines are N, N+1, ...); a one-line
-    expression carries ``# File.lf:N`` at the end of its own line.
+    expression carries ``# File.lf:N`` at the end of its own line. ``File.lf`` is the file's
+    base name, or a longer tail of its path when two imported files share a base name.
     """
 
     def __init__(self):
-        self.paths: dict[str, str] = {}
+        self.paths: dict[str, str] = {}  # label in a marker -> .lf path
+        self.labels: dict[str, str] = {}  # .lf path -> its label
+        self.lengths: dict[str, int] = {}  # body marker -> number of lines of the body
 
     def mark(self, code: tree.Code | None, fallback: tree.Pos) -> str:
         """The marker text for a body (``File.lf:N``, N the line of its first line)."""
         file = (code.pos if code else fallback).file
         line = code.body_line if code else fallback.line
-        self.paths.setdefault(os.path.basename(file), file)
-        return f"{os.path.basename(file)}:{line}"
+        marker = f"{self._label(file)}:{line}"
+        self.lengths[marker] = max(len(code.text.splitlines()) if code else 0, 1)
+        return marker
 
     def inline(self, pos: tree.Pos) -> str:
         """A trailing comment for a one-line expression from ``pos``."""
-        self.paths.setdefault(os.path.basename(pos.file), pos.file)
-        return f"  # {os.path.basename(pos.file)}:{pos.line}"
+        return f"  # {self._label(pos.file)}:{pos.line}"
+
+    def _label(self, file: str) -> str:
+        """The shortest tail of ``file``'s path (without blanks) that no other file uses."""
+        if file not in self.labels:
+            parts = re.sub(r"\s", "_", os.path.normpath(file)).split(os.sep)
+            tails = ("/".join(parts[-n:]) for n in range(1, len(parts) + 1))
+            label = next((t for t in tails if t not in self.paths), file)
+            self.labels[file], self.paths[label] = label, file
+        return self.labels[file]
 
     def line_map(self, text: str) -> list[list]:
-        """``[first, last, lf_file, lf_line]`` for every marked range of ``text``."""
+        """``[first, last, lf_file, lf_line]`` for every marked range of ``text``.
+
+        A body's range covers its own lines only (what follows it in the module, e.g. the
+        next class after a file-level preamble, belongs to no ``.lf`` line), so ranges never
+        overlap.
+        """
         out: list[list] = []
         lines = text.splitlines()
         for i, line in enumerate(lines, start=1):
@@ -86,16 +103,23 @@ class _Markers:
                 continue
             path, lf_line = self.paths.get(m.group(1), m.group(1)), int(m.group(2))
             if line.strip().startswith("#"):  # a body follows, as deep as the marker or deeper
-                depth = len(line) - len(line.lstrip())
-                last = i
-                while last < len(lines) and (
-                    not lines[last].strip() or len(lines[last]) - len(lines[last].lstrip()) >= depth
-                ):
-                    last += 1
-                out.append([i + 1, last, path, lf_line])
+                marker = f"{m.group(1)}:{m.group(2)}"
+                out.append([i + 1, self._body_end(lines, i, marker), path, lf_line])
             else:
                 out.append([i, i, path, lf_line])
         return out
+
+    def _body_end(self, lines: list[str], marker_line: int, marker: str) -> int:
+        """The last module line (1-based) of the body under the marker on ``marker_line``:
+        at most the body's own length, and no line less indented than the marker."""
+        depth = len(lines[marker_line - 1]) - len(lines[marker_line - 1].lstrip())
+        limit = min(marker_line + self.lengths.get(marker, len(lines)), len(lines))
+        last = marker_line
+        while last < limit and (
+            not lines[last].strip() or len(lines[last]) - len(lines[last].lstrip()) >= depth
+        ):
+            last += 1
+        return last
 
 
 def _class_view(c: ReactorClass, marks: _Markers) -> dict:
@@ -284,9 +308,30 @@ def graph_json(
             for c in prog.connections
         ],
         "line_map": line_map,
+        "main_parameters": main_parameters(prog),
     }
     _place(graph, target)
     return graph
+
+
+def main_parameters(prog: Elaborated) -> list[dict]:
+    """The main reactor's parameters for the program's ``--help``: ``name``, ``type`` (the
+    declared type's text, or None), ``default`` (the value's ``.lf`` text, after any
+    ``lfc -D``), ``file`` and ``line`` (of the declaration: the main file, or the file of
+    the superclass it is inherited from)."""
+    site, main, _ = prog.sites["_lf_params_main"]  # site: the -D values as assignments
+    given = {a.name: a.value for a in site.node.assignments} if site else {}
+    return [
+        {
+            "name": p.name,
+            "type": p.type,
+            "default": lf_text(given.get(p.name, p.default)),
+            "file": p.pos.file,
+            "line": p.pos.line,
+        }
+        for p in main.parameters
+        if p.name != "bank_index"
+    ]
 
 
 def _place(graph: dict, target: TargetConfig) -> None:

@@ -1,4 +1,4 @@
-"""Python source text for LF expressions (spec §1.2, §1.13)."""
+"""Python source text for LF expressions (spec §1.2, §1.13), and their LF text for users."""
 
 from __future__ import annotations
 
@@ -32,6 +32,23 @@ def python(expr: tree.Expr | None, ref: str | None) -> str:
     if isinstance(expr, tree.ListExpr):
         return "[" + ", ".join(python(e, ref) for e in expr.items) + "]"
     return "None"
+
+
+def lf_text(expr: tree.Expr | None) -> str:
+    """``expr`` as written in the ``.lf`` file, up to spacing (``100 msec``, ``{= f(x) =}``,
+    ``[1, 2]``); "" for None."""
+    if expr is None:
+        return ""
+    if isinstance(expr, tree.Literal):
+        return expr.text
+    if isinstance(expr, tree.Time):
+        return f"{expr.magnitude} {expr.unit}" if expr.unit else str(expr.magnitude)
+    if isinstance(expr, tree.ParamRef):
+        return expr.name
+    if isinstance(expr, tree.Code):
+        return f"{{= {expr.text} =}}"
+    open_, close = {"paren": "()", "brace": "{}"}.get(getattr(expr, "kind", ""), "[]")
+    return open_ + ", ".join(lf_text(e) for e in expr.items) + close
 
 
 def indent(text: str, spaces: int) -> str:

@@ -145,7 +145,7 @@ def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
         return None
     if kind == "files":
         items = v.items if isinstance(v, tree.PropList) else (v,)
-        return tuple(_text(i).strip('"') for i in items if _text(i) is not None)
+        return tuple(t.strip('"') for t in map(_text, items) if t is not None)
     if kind == "tracing":
         return text is None or text.lower() == "true"
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast as pyast
 from dataclasses import dataclass
+from typing import Any
 
 from . import tree
 from .diagnostics import Reporter
@@ -26,7 +27,7 @@ class Opaque:
     text: str
 
 
-def evaluate(expr: tree.Expr | None, scope: dict | None, rep: Reporter):
+def evaluate(expr: tree.Expr | None, scope: dict | None, rep: Reporter) -> Any:
     """The compile-time value of ``expr``.
 
     ``scope`` maps parameter names to values for parameter references (None: references are

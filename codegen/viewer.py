@@ -63,6 +63,16 @@ def format_time(ns: int | None) -> str | None:
     return next(f"{ns // u} {name}" for name, u in _TIME_UNITS if ns % u == 0)
 
 
+def workers_text(workers: int, single_threaded: bool = False) -> str:
+    """The header's words for the target's ``workers``: ``'1 worker'``, ``'3 workers'``, and
+    for 0 ``'one worker per core (chosen at run time)'``."""
+    if single_threaded:
+        return "1 worker (single-threaded)"
+    if workers == 0:
+        return "one worker per core (chosen at run time)"
+    return f"{workers} worker{'' if workers == 1 else 's'}"
+
+
 def bank_free(name: str) -> str:
     """``'Foo.o[1].inner[0]'`` -> ``'Foo.o.inner'``: the name every member of a bank shares."""
     return re.sub(r"\[\d+\]", "", name)
@@ -136,6 +146,7 @@ class Diagram:
             "file": self.graph["main_file"],
             "timeout": format_time(t["timeout"]),
             "workers": t["workers"],
+            "workers_text": workers_text(t["workers"], bool(t.get("single_threaded"))),
             "fast": t["fast"],
             "traced": bool(self.times),
             "root": self.box(main["id"]),

@@ -21,7 +21,7 @@ from .scheduler import Scheduler
 from .tag import parse_duration
 
 USAGE = """\
-Usage: {prog} [options]
+usage: {prog} [options]
   -f, --fast [true|false]                 do not wait for physical time
   -o, --timeout <duration> <units>        stop after this much logical time
   -k, --keepalive [true|false]            keep running when the event queue is empty
@@ -31,6 +31,31 @@ Usage: {prog} [options]
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   -h, --help                              print this message
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
+
+
+def usage(graph: dict) -> str:
+    """The ``--help`` text of the program ``graph`` describes: the options, then the main
+    reactor's parameters (``graph["main_parameters"]``) with their types, values and lines."""
+    name = graph.get("name") or "program"
+    text = USAGE.format(prog=name)
+    params = graph.get("main_parameters") or []
+    if not params:
+        return text
+    heads = [_param_head(p) for p in params]
+    width = min(max(map(len, heads)), 40)
+    lines = [
+        f"  {head:<{width}}  ({os.path.basename(p.get('file') or '')}:{p['line']})"
+        for head, p in zip(heads, params)
+    ]
+    title = f"Parameters of the main reactor {name} (set at compile time with lfc -D NAME=VALUE):"
+    return "\n".join([text, "", title, *lines])
+
+
+def _param_head(p: dict) -> str:
+    """``name: type = value`` (``name = value`` without a declared type), on one line."""
+    typed = f"{p['name']}: {p['type']}" if p.get("type") else p["name"]
+    return " ".join(f"{typed} = {p['default']}".split())
+
 
 STATUS_INTERRUPTED = 130
 
@@ -144,16 +169,15 @@ def main(module, graph_path: str, argv=None) -> int:
 
 def run_graph(module, graph: dict, args=()) -> int:
     """Like :func:`main` with an already parsed graph (absolute paths) and option list."""
-    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "program"
     try:
         target = graph.get("target", {})
         opts = parse_options(list(args), target)
         log = Log(target.get("logging") or "info")
     except (LaunchError, ValueError) as e:
-        sys.stderr.write(f"ERROR: {e}\n{USAGE.format(prog=prog)}\n")
+        sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
         return 1
     if opts.help:
-        print(USAGE.format(prog=prog))
+        print(usage(graph))
         return 0
     CTX.log = log
     CTX.source_directory = graph.get("source_directory", "")

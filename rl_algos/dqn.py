@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .device import batch_to_device, choose_device
-from .networks import QNetwork, export_weights, load_weights
+from .networks import QNetwork, Weights, export_weights, load_weights
 from .seeding import torch_seeded
 
 
@@ -75,13 +78,13 @@ class DQNActor:
     epsilon). RuntimeError before the first :meth:`load`.
     """
 
-    def __init__(self, rng: np.random.Generator, **config):
+    def __init__(self, rng: np.random.Generator, **config: Any) -> None:
         self.rng = rng
         self.cfg = DQNConfig(**config)
-        self.net = None
+        self.net: nn.Module | None = None
         self.steps = 0
 
-    def load(self, weights) -> None:
+    def load(self, weights: Weights) -> None:
         """Replace the network's parameters with ``weights`` (a Weights)."""
         self.net = load_weights(weights, self.net)
 
@@ -106,7 +109,9 @@ class DQNLearner:
     ``torch_seed``: int for the network's initialisation.
     """
 
-    def __init__(self, cfg: DQNConfig, obs_space, action_space, torch_seed: int):
+    def __init__(
+        self, cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, torch_seed: int
+    ) -> None:
         if not hasattr(action_space, "n"):
             raise TypeError("DQNLearner supports Discrete action spaces only")
         self.cfg = cfg
@@ -117,9 +122,9 @@ class DQNLearner:
         self.target = copy.deepcopy(self.net).requires_grad_(False)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, fused=True)
         self.updates = 0
-        self.stats = {}
+        self.stats: dict[str, float] = {}
 
-    def weights(self):
+    def weights(self) -> Weights:
         """The online network as :class:`rl_algos.networks.Weights`."""
         return export_weights(self.net, "q", self.updates)
 

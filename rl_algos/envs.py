@@ -15,7 +15,9 @@ a frame skip of 4 with max-pooling over the last two frames, 84x84 grey frames, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -64,7 +66,7 @@ def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
-def make_env(env_id: str, **kwargs) -> gym.Env:
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """A gymnasium environment for ``env_id``; Atari ids go to :func:`make_atari`.
 
     ``kwargs`` are passed to ``gymnasium.make``. Raises gymnasium's errors for unknown ids.
@@ -74,7 +76,7 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
     return gym.make(env_id, disable_env_checker=True, **kwargs)
 
 
-def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs) -> gym.Env:
+def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: Any) -> gym.Env:
     """An Atari game with the usual DQN preprocessing (Mnih et al. 2015).
 
     Observations are uint8 arrays (frame_stack, 84, 84). The emulator's own frame skip is
@@ -107,7 +109,7 @@ class EnvGroup:
     first reset (and for the action space). ``kwargs`` go to :func:`make_env`.
     """
 
-    def __init__(self, env_id: str, k: int, rng: np.random.Generator, **kwargs):
+    def __init__(self, env_id: str, k: int, rng: np.random.Generator, **kwargs: Any) -> None:
         if k < 1:
             raise ValueError(f"EnvGroup needs k >= 1, got {k}")
         self.envs = [make_env(env_id, **kwargs) for _ in range(k)]
@@ -118,7 +120,7 @@ class EnvGroup:
         self.steps = 0
         self._ret = np.zeros(k, np.float64)
         self._len = np.zeros(k, np.int64)
-        self._obs = None
+        self._obs: np.ndarray | None = None
 
     def reset(self) -> EnvStep:
         """Reset every environment with its seed; the EnvStep has zero rewards."""
@@ -126,11 +128,11 @@ class EnvGroup:
         for env, seed in zip(self.envs, self.seeds):
             env.action_space.seed(seed)
             obs.append(env.reset(seed=seed)[0])
-        self._obs = np.stack(obs)
+        self._obs = first = np.stack(obs)
         z = np.zeros(self.k, bool)
-        return EnvStep(self._obs, np.zeros(self.k, np.float32), z, z.copy(), steps=self.steps)
+        return EnvStep(first, np.zeros(self.k, np.float32), z, z.copy(), steps=self.steps)
 
-    def step(self, actions) -> EnvStep:
+    def step(self, actions: np.ndarray) -> EnvStep:
         """Take one step in each environment; ``actions`` has one entry per environment
         ((K,) ints for a discrete space, (K, *shape) floats for a box). Finished episodes
         are reset and reported. RuntimeError if called before :meth:`reset`."""
@@ -164,7 +166,7 @@ class EnvGroup:
             env.close()
 
 
-def concat_steps(steps) -> EnvStep:
+def concat_steps(steps: Iterable[EnvStep]) -> EnvStep:
     """One EnvStep for several groups (a bank of environment reactors), concatenated in the
     given order: arrays of K1 + K2 + ... rows, ``episodes`` re-indexed to the joined env
     index, ``steps`` summed. A single step is returned as is."""

@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def compute_gae(rewards, values, dones, last_value, gamma: float = 0.99, lam: float = 0.95):
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    dones: np.ndarray,
+    last_value: np.ndarray,
+    gamma: float = 0.99,
+    lam: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray]:
     """Advantages and returns of a rollout of T steps in E environments.
 
     - ``rewards``: (T, E), reward r_t of the action taken at step t;

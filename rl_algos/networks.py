@@ -11,7 +11,9 @@ RL? A large-scale empirical study", ICLR.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -20,15 +22,22 @@ from torch import nn
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-def layer_init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+def layer_init(
+    layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: float = 0.0
+) -> nn.Module:
     """Orthogonal weights scaled by ``gain`` and a constant bias; returns ``layer``."""
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.constant_(layer.bias, bias)
+    if layer.bias is not None:
+        nn.init.constant_(layer.bias, bias)
     return layer
 
 
 def mlp(
-    n_in: int, n_out: int, hidden=(64, 64), activation: str = "tanh", out_gain: float = 1.0
+    n_in: int,
+    n_out: int,
+    hidden: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    out_gain: float = 1.0,
 ) -> nn.Sequential:
     """A fully connected network (B, n_in) float32 -> (B, n_out) float32 with ``activation``
     (``"tanh"`` or ``"relu"``; KeyError otherwise) between layers and a linear output layer
@@ -47,7 +56,7 @@ class NatureCNN(nn.Module):
     Frames are scaled to [0, 1] inside the network, so batches travel as uint8.
     """
 
-    def __init__(self, in_channels: int = 4):
+    def __init__(self, in_channels: int = 4) -> None:
         super().__init__()
         self.net = nn.Sequential(
             layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)),
@@ -72,7 +81,13 @@ class ActorCritic(nn.Module):
     both float32. Vector observations get two MLPs; image observations share a NatureCNN.
     """
 
-    def __init__(self, obs_shape, n_actions: int, hidden=(64, 64), activation: str = "tanh"):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        hidden: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+    ) -> None:
         super().__init__()
         self.spec = dict(
             obs_shape=tuple(obs_shape),
@@ -81,7 +96,7 @@ class ActorCritic(nn.Module):
             activation=activation,
         )
         if len(obs_shape) == 3:
-            self.torso = NatureCNN(obs_shape[0])
+            self.torso: nn.Module = NatureCNN(obs_shape[0])
             self.actor = layer_init(nn.Linear(512, n_actions), gain=0.01)
             self.critic = layer_init(nn.Linear(512, 1), gain=1.0)
         else:
@@ -90,7 +105,7 @@ class ActorCritic(nn.Module):
             self.actor = mlp(n_in, n_actions, hidden, activation, out_gain=0.01)
             self.critic = mlp(n_in, 1, hidden, activation, out_gain=1.0)
 
-    def forward(self, obs: torch.Tensor):
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.torso(obs)
         return self.actor(x), self.critic(x).squeeze(-1)
 
@@ -99,7 +114,13 @@ class QNetwork(nn.Module):
     """Action values for a discrete action space (DQN): (B, *obs_shape) -> (B, n_actions)
     float32. MLP for vector observations, NatureCNN + 512-unit head for frames."""
 
-    def __init__(self, obs_shape, n_actions: int, hidden=(120, 84), activation: str = "relu"):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        hidden: Sequence[int] = (120, 84),
+        activation: str = "relu",
+    ) -> None:
         super().__init__()
         self.spec = dict(
             obs_shape=tuple(obs_shape),
@@ -138,7 +159,8 @@ class Weights:
 def export_weights(net: nn.Module, kind: str, version: int = 0) -> Weights:
     """Snapshot ``net`` (any device) as :class:`Weights` with numpy copies of its state."""
     state = {k: v.detach().to("cpu", copy=True).numpy() for k, v in net.state_dict().items()}
-    return Weights(kind, dict(net.spec), state, version)
+    spec = cast(dict, net.spec)  # set by ActorCritic and QNetwork
+    return Weights(kind, dict(spec), state, version)
 
 
 def load_weights(w: Weights, net: nn.Module | None = None) -> nn.Module:

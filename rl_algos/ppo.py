@@ -17,15 +17,18 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .device import batch_to_device, choose_device
-from .envs import concat_steps
+from .envs import EnvStep, concat_steps
 from .gae import compute_gae
-from .networks import ActorCritic, export_weights, load_weights
+from .networks import ActorCritic, Weights, export_weights, load_weights
 from .seeding import torch_seeded
 
 
@@ -78,11 +81,11 @@ class PPOActor:
     RuntimeError before the first :meth:`load`.
     """
 
-    def __init__(self, rng: np.random.Generator, **_config):
+    def __init__(self, rng: np.random.Generator, **_config: Any) -> None:
         self.rng = rng
-        self.net = None
+        self.net: nn.Module | None = None
 
-    def load(self, weights) -> None:
+    def load(self, weights: Weights) -> None:
         """Replace the network's parameters with ``weights`` (a Weights)."""
         self.net = load_weights(weights, self.net)
 
@@ -105,7 +108,14 @@ class PPOLearner:
     network's initialisation. Call :meth:`observe` once per tag.
     """
 
-    def __init__(self, cfg: PPOConfig, obs_space, action_space, rng, torch_seed: int):
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        obs_space: gym.spaces.Box,
+        action_space: gym.Space,
+        rng: np.random.Generator,
+        torch_seed: int,
+    ) -> None:
         if not hasattr(action_space, "n"):
             raise TypeError("PPOLearner supports Discrete action spaces only")
         self.cfg, self.rng = cfg, rng
@@ -117,17 +127,17 @@ class PPOLearner:
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )  # one kernel per step
         self.obs_space = obs_space
-        self.buf = None  # rollout arrays, allocated on the first observation
+        self.buf: dict[str, np.ndarray] = {}  # rollout arrays, allocated on the first observation
         self.t = 0  # next slot of the rollout
         self.env_steps = 0
         self.updates = 0
-        self.stats = {}
+        self.stats: dict[str, float] = {}
 
-    def weights(self):
+    def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
         return export_weights(self.net, "actor_critic", self.updates)
 
-    def observe(self, env_steps, record: ActRecord | None):
+    def observe(self, env_steps: list[EnvStep], record: ActRecord | None) -> Weights | None:
         """Take one tag's data; returns new Weights after an update, else None.
 
         ``env_steps``: the EnvSteps of every environment group at this tag (group order),
@@ -136,7 +146,7 @@ class PPOLearner:
         bootstrapped: gamma * V(final observation) is added to its reward.
         """
         step = concat_steps(env_steps)
-        if self.buf is None:
+        if not self.buf:
             self._allocate(step.obs)
         if record is not None:
             reward = step.reward.astype(np.float32)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import IO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,8 +26,8 @@ class TrainingProgress:
         total: int,
         interval: float = 0.2,
         plain_interval: float = 10.0,
-        stream=None,
-    ):
+        stream: IO[str] | None = None,
+    ) -> None:
         self.console = Console(file=stream or sys.stderr, soft_wrap=True)
         self.total, self.title = int(total), title
         self.interval = interval if self.console.is_terminal else plain_interval

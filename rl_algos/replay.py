@@ -7,7 +7,13 @@ the caller (the owning reactor's), so the sampled batches depend only on the pro
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .envs import EnvStep
 
 
 class ReplayBuffer:
@@ -20,8 +26,13 @@ class ReplayBuffer:
     """
 
     def __init__(
-        self, capacity: int, obs_shape, obs_dtype=np.float32, action_shape=(), action_dtype=np.int64
-    ):
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: npt.DTypeLike = np.float32,
+        action_shape: tuple[int, ...] = (),
+        action_dtype: npt.DTypeLike = np.int64,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
@@ -37,7 +48,14 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, obs, actions, rewards, next_obs, dones) -> None:
+    def add(
+        self,
+        obs: npt.ArrayLike,
+        actions: npt.ArrayLike,
+        rewards: npt.ArrayLike,
+        next_obs: npt.ArrayLike,
+        dones: npt.ArrayLike,
+    ) -> None:
         """Append a batch of B transitions (leading dimension B on every argument), in order;
         when the end of the arrays is reached, writing continues at index 0. B may exceed the
         capacity (only the last ``capacity`` transitions are kept)."""
@@ -98,11 +116,11 @@ class ReplayFeed:
         self.gradient_steps = gradient_steps
         self.learning_starts, self.train_frequency = learning_starts, train_frequency
         self.rng = rng
-        self.buffer = None
-        self.prev_obs = None
+        self.buffer: ReplayBuffer | None = None
+        self.prev_obs: np.ndarray | None = None
         self.tags = 0
 
-    def observe(self, step, actions) -> list | None:
+    def observe(self, step: EnvStep, actions: np.ndarray | None) -> list | None:
         """Store the transitions completed by ``step`` (an rl_algos.envs.EnvStep) for
         ``actions`` ((E,) array; None at the first tag); when updates are due, return
         ``gradient_steps`` sampled batches (dicts, see :meth:`ReplayBuffer.sample`), else
@@ -111,8 +129,9 @@ class ReplayFeed:
 
         batch = None
         if actions is not None:
+            o = self.prev_obs
+            assert o is not None  # set at the first tag, before any actions
             if self.buffer is None:
-                o = self.prev_obs
                 self.buffer = ReplayBuffer(
                     self.capacity,
                     o.shape[1:],
@@ -120,7 +139,7 @@ class ReplayFeed:
                     np.shape(actions)[1:],
                     np.asarray(actions).dtype,
                 )
-            self.buffer.add(self.prev_obs, actions, step.reward, next_obs(step), step.terminated)
+            self.buffer.add(o, actions, step.reward, next_obs(step), step.terminated)
             self.tags += 1
             if len(self.buffer) >= self.learning_starts and self.tags % self.train_frequency == 0:
                 batch = [

@@ -34,13 +34,13 @@ def program_name(instance_name: str) -> str:
     return instance_name.split(".", 1)[0].split("[", 1)[0]
 
 
-def graph_json_of(obj) -> str:
+def graph_json_of(obj: object) -> str:
     """Path of the ``graph.json`` beside the generated module that defines ``obj``'s class."""
-    module = sys.modules[type(obj).__module__]
-    return os.path.join(os.path.dirname(os.path.abspath(module.__file__)), "graph.json")
+    module_file = sys.modules[type(obj).__module__].__file__ or ""
+    return os.path.join(os.path.dirname(os.path.abspath(module_file)), "graph.json")
 
 
-def copy_graph(obj, run_dir: str) -> str | None:
+def copy_graph(obj: object, run_dir: str) -> str | None:
     """Copy the program's graph.json into ``run_dir``; returns the copy's path, or None when
     there is no graph.json beside the module."""
     src = graph_json_of(obj)
@@ -51,7 +51,7 @@ def copy_graph(obj, run_dir: str) -> str | None:
     return dst
 
 
-def atomic_save(obj, path: str) -> str:
+def atomic_save(obj: object, path: str) -> str:
     """``torch.save(obj, path)`` through a temporary file in the same directory and
     ``os.replace``, so a reader never sees a half-written checkpoint. Returns ``path``."""
     import torch
@@ -74,11 +74,13 @@ class EpisodeLog:
 
     def __init__(self, csv_path: str, window: int = 20):
         self.path = csv_path
-        self.file = open(csv_path, "w", encoding="utf-8", newline="")
+        # line-buffered: each finished episode reaches the OS at once, so a killed run keeps it
+        self.file = open(csv_path, "w", encoding="utf-8", newline="", buffering=1)
         self.file.write(CSV_HEADER)
-        self.recent = deque(maxlen=window)
+        self.recent: deque[float] = deque(maxlen=window)
         self.window = window
-        self.steps, self.returns = [], []
+        self.steps: list[int] = []
+        self.returns: list[float] = []
 
     def add(self, step: int, ret: float, length: int, env: int) -> None:
         """Record one episode that ended when the run had taken ``step`` environment steps."""
@@ -113,7 +115,8 @@ class EpisodeLog:
         fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
         ax.plot(self.steps, self.returns, ".", ms=3, alpha=0.35, label="episode return")
         if self.returns:
-            w, acc, means = self.window, deque(maxlen=self.window), []
+            w, means = self.window, []
+            acc: deque[float] = deque(maxlen=self.window)
             for r in self.returns:
                 acc.append(r)
                 means.append(sum(acc) / len(acc))

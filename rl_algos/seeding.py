@@ -11,6 +11,7 @@ Source: numpy's ``SeedSequence`` (NEP 19) mixes the entropy words into well-spre
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -50,7 +51,7 @@ def derive_int(ss: np.random.SeedSequence, purpose: str) -> int:
 
 
 @contextmanager
-def torch_seeded(seed: int):
+def torch_seeded(seed: int) -> Iterator[None]:
     """Run the ``with`` body under torch's global CPU generator seeded with ``seed``, then
     restore the previous generator state, so that two reactors building networks in one
     process do not consume each other's randomness. CUDA generators are left alone (network
