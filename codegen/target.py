@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from . import tree
 from .diagnostics import Reporter
-from .units import UNITS, to_ns
+from .units import is_time_unit, to_ns
 
 #: Properties we implement; value kind for validation.
 SUPPORTED = {
@@ -115,9 +115,7 @@ def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
     if kind == "time":
         if isinstance(v, tree.Literal) and v.text == "0":
             return 0
-        if isinstance(v, tree.Time) and (
-            v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")
-        ):
+        if isinstance(v, tree.Time) and is_time_unit(v.unit):
             if v.unit is None and v.magnitude != 0:
                 rep.error("missing time unit", v.pos)
                 return None

@@ -37,30 +37,12 @@ from pathlib import Path
 
 import jinja2
 
+from reactors.units import format_duration as format_time
+
 HERE = Path(__file__).resolve().parent
 ELK_JS = HERE / "vendor" / "elk.bundled.js"
 ELK_VERSION = "0.12.1"
-_TIME_UNITS = (
-    ("week", 604_800 * 10**9),
-    ("h", 3_600 * 10**9),
-    ("min", 60 * 10**9),
-    ("s", 10**9),
-    ("ms", 10**6),
-    ("us", 10**3),
-    ("ns", 1),
-)
 _PREFIX = {"startup": "s", "shutdown": "d", "reset": "z", "timer": "t", "action": "a"}
-
-
-def format_time(ns: int | None) -> str | None:
-    """``10_000_000`` -> ``'10 ms'``: the largest unit that divides the value exactly."""
-    if ns is None:
-        return None
-    if ns == 0:
-        return "0"
-    if abs(ns) >= 2**63 - 1:
-        return "forever"
-    return next(f"{ns // u} {name}" for name, u in _TIME_UNITS if ns % u == 0)
 
 
 def bank_free(name: str) -> str:

@@ -18,7 +18,7 @@ from .context import CTX
 from .errors import BuildFailure, LaunchError, SourceMap, report
 from .log import Log
 from .scheduler import Scheduler
-from .tag import parse_duration
+from .units import parse_duration
 
 USAGE = """\
 Usage: {prog} [options]
