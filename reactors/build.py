@@ -18,20 +18,9 @@ from .mode import ModalState, Mode, ModeCapsule, ModeSystem
 from .port import Multiport, Port
 from .reaction import Reaction, forward
 from .reactor import Make
+from .target import DEFAULTS
 from .timer import Timer
 from .topology import ancestors
-
-TARGET_DEFAULTS = {
-    "timeout": None,
-    "fast": False,
-    "keepalive": False,
-    "logging": "info",
-    "workers": 1,
-    "single_threaded": False,
-    "tracing": False,
-    "files": [],
-    "seed": 0,
-}
 
 
 @dataclass
@@ -112,7 +101,7 @@ class _Builder:
         self._ports()
         self._actions_and_timers()
         reactions, startup, shutdown = self._reactions()
-        target = dict(TARGET_DEFAULTS, **self.g.get("target", {}))
+        target = dict(DEFAULTS.to_json(), **self.g.get("target", {}))
         roots = list({id(p): p for p in self.root.values()}.values())
         modes = [m for inst in self.instances if inst.modal for m in inst.modal.modes.values()]
         states = [inst.modal for inst in self.instances if inst.modal]
