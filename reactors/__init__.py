@@ -6,7 +6,7 @@ each: ``tag`` (time), ``port``, ``action``, ``timer``, ``reaction``, ``reactor``
 ``scheduler`` (per-tag loop), ``clock`` (physical time), ``context``, ``log``, ``errors``,
 ``launch``.
 
-Several workers (issue 3): ``topology`` (which channels cross workers), ``placement``
+Several workers: ``topology`` (which channels cross workers), ``placement``
 (reactors to workers), ``parallel`` (plan, backend choice, a worker's life, supervision),
 ``worker`` (one worker's per-tag loop), ``coordinator`` (the tag agreement, run by worker 0),
 ``sync`` (control block, waiting and waking), ``shm`` (port channels through shared memory),

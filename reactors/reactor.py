@@ -75,12 +75,13 @@ class ReactorBase:
             r.deadline = int(t)
 
     def register_user_trace_event(self, description: str) -> int:
-        """Register a user trace event; returns a non-zero handle (tracing is a stub)."""
+        """Register a user trace event; returns a non-zero handle (user events are not recorded:
+        the timing trace holds reactions only)."""
         CTX.trace_handles += 1
         return CTX.trace_handles
 
     def tracepoint_user_event(self, handle: int) -> None:
-        """Record a user trace event (stub: no trace file is written yet)."""
+        """Record a user trace event (a no-op: the timing trace holds reactions only)."""
 
     def tracepoint_user_value(self, handle: int, value: int) -> None:
-        """Record a user trace value (stub: no trace file is written yet)."""
+        """Record a user trace value (a no-op: the timing trace holds reactions only)."""

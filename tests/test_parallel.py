@@ -1,4 +1,4 @@
-"""Parallel execution (issue 3): placement, channels, and faults on several workers.
+"""Parallel execution: placement, channels, and faults on several workers.
 
 Fault tests run tests/parallel_fixtures/Faults.lf (two reactors in a ring, one per worker)
 with FAIL_MODE set; every run must leave no worker process and no shared-memory segment.
