@@ -15,10 +15,10 @@ Timing trace (optional): a Chrome/Perfetto trace-event JSON file, either a list 
 object with a ``traceEvents`` list, such as the ``<Name>.trace.json`` a run with the target
 property ``tracing: true`` writes. An event counts when it has
 
-- ``name``: the reaction, either as the runtime names it, ``reaction <i> of <instance>`` or
-  ``reaction <i> (<name>) of <instance>`` with ``i`` 0-based (graph.json's ``index``), or as
-  ``<instance>.reaction_<n>`` with ``n`` 1-based as in the diagram; ``<instance>`` is the full
-  name (``PingPong.pong``, ``Foo.b[2]``);
+- ``name``: the reaction, either as the runtime names it, ``reaction <n> of <instance>`` or
+  ``reaction <n> (<name>) of <instance>``, or as ``<instance>.reaction_<n>``; ``n`` is the
+  reaction's number as in the diagram (from 1, :func:`reactors.reaction.reaction_number`) and
+  ``<instance>`` the full name (``PingPong.pong``, ``Foo.b[2]``);
 - ``dur``: the time spent in one invocation, in microseconds (a ``"ph": "X"`` complete event).
 
 Other events and fields (``ts``, ``pid``, ``tid``, ``args``) are ignored. Each reaction is
@@ -37,6 +37,7 @@ from pathlib import Path
 
 import jinja2
 
+from reactors.reaction import reaction_index, reaction_number
 from reactors.units import format_duration as format_time
 
 HERE = Path(__file__).resolve().parent
@@ -58,9 +59,9 @@ Times = dict[tuple[str, int], tuple[float, int]]
 def reaction_key(name: str) -> tuple[str, int] | None:
     """A trace event's name -> (instance full name, 0-based reaction index), or None."""
     if m := _RUNTIME_NAME.fullmatch(name):
-        return m.group(2), int(m.group(1))
+        return m.group(2), reaction_index(int(m.group(1)))
     if m := _DIAGRAM_NAME.fullmatch(name):
-        return m.group(1), int(m.group(2)) - 1
+        return m.group(1), reaction_index(int(m.group(2)))
     return None
 
 
@@ -224,7 +225,7 @@ class Diagram:
         return {
             "id": f"x{x['id']}",
             "kind": "reaction",
-            "n": x["index"] + 1,
+            "n": reaction_number(x["index"]),
             "numbered": numbered,
             "name": x["name"],
             "label": x["label"],

@@ -16,7 +16,7 @@ from .action import Action, PhysicalAction
 from .errors import BuildFailure, GraphError, SourceMap
 from .mode import ModalState, Mode, ModeCapsule, ModeSystem
 from .port import Multiport, Port
-from .reaction import Reaction, forward
+from .reaction import Reaction, forward, reaction_number
 from .reactor import Make
 from .target import DEFAULTS
 from .timer import Timer
@@ -321,7 +321,8 @@ class _Builder:
         )
         deadline = rx.get("deadline")
         if deadline is not None and handler is None:
-            raise GraphError(f"{inst.name} reaction {rx['index']}: deadline without a handler")
+            n = reaction_number(rx["index"])
+            raise GraphError(f"{inst.name} reaction {n}: deadline without a handler")
         return Reaction(
             index=rx["index"],
             name=rx.get("name"),
