@@ -32,7 +32,7 @@ class Context:
         self.sched = Idle()
         self.source_directory = ""
         self.package_directory = ""
-        self.log = Log("info")
+        self.log = Log()
         self.trace_handles = 0
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from .target import DEFAULTS
+
 #: The ``logging`` levels of the target property, least verbose first.
 LEVELS = ("error", "warn", "info", "log", "debug")
 #: Level name (and the alias ``warning``) -> verbosity: its position in :data:`LEVELS`.
@@ -21,7 +23,7 @@ class Log:
     for an unknown one.
     """
 
-    def __init__(self, level: str = "info"):
+    def __init__(self, level: str = DEFAULTS.logging) -> None:
         key = str(level).lower()
         if key not in _VERBOSITY:
             raise ValueError(f"unknown logging level '{level}'")

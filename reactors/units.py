@@ -30,7 +30,7 @@ class TimeUnit:
     symbol: str | None
 
 
-def _unit(spellings: tuple[str, ...], helper: Callable[[int], int], symbol: str | None):
+def _unit(spellings: tuple[str, ...], helper: Callable[[int], int], symbol: str | None) -> TimeUnit:
     return TimeUnit(spellings, helper(1), helper.__name__, symbol)
 
 
