@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reactors.log import LEVELS
+from reactors.target import DEFAULTS
+
 from . import tree
 from .diagnostics import Reporter
-from .units import UNITS, to_ns
+from .units import is_time_unit, to_ns
 
 #: Properties we implement; value kind for validation.
 SUPPORTED = {
@@ -44,23 +47,23 @@ IGNORED = {
     "DNET",
     "_fed_setup",
 }
-LEVELS = ("error", "warn", "info", "log", "debug")
 
 
 @dataclass
 class TargetConfig:
-    """Resolved target properties. Times are in nanoseconds."""
+    """Resolved target properties. Times are in nanoseconds; unset ones keep the runtime's
+    defaults (:data:`reactors.target.DEFAULTS`)."""
 
-    timeout: int | None = None
-    fast: bool = False
-    keepalive: bool = False
+    timeout: int | None = DEFAULTS.timeout
+    fast: bool = DEFAULTS.fast
+    keepalive: bool = DEFAULTS.keepalive
     keepalive_set: bool = False
-    logging: str = "info"
-    workers: int = 1
-    single_threaded: bool = False
-    tracing: bool = False
-    files: list[str] = field(default_factory=list)
-    seed: int = 0
+    logging: str = DEFAULTS.logging
+    workers: int = DEFAULTS.workers
+    single_threaded: bool = DEFAULTS.single_threaded
+    tracing: bool = DEFAULTS.tracing
+    files: list[str] = field(default_factory=lambda: list(DEFAULTS.files))
+    seed: int = DEFAULTS.seed
 
     def to_json(self) -> dict:
         return {
@@ -115,9 +118,7 @@ def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
     if kind == "time":
         if isinstance(v, tree.Literal) and v.text == "0":
             return 0
-        if isinstance(v, tree.Time) and (
-            v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")
-        ):
+        if isinstance(v, tree.Time) and is_time_unit(v.unit):
             if v.unit is None and v.magnitude != 0:
                 rep.error("missing time unit", v.pos)
                 return None
