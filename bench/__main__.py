@@ -1,6 +1,9 @@
 """`make bench`: every benchmark, one table, written to bench/results/<date>.md and .json.
 
 Usage: python -m bench [--quick] [--only NAME ...]
+
+Benchmark workloads 1 to 5 (``gym_sim``, ``atari_sim``, ``sync_qlearn``, ``multi_agent``,
+``broadcast16``) are the reactor paper's (Kwok, Lohstroh, Lee, SPAA 2024; README, Benchmarks).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workload 2 of issue 5: Atari simulation throughput, ours beside the peers (env steps/s).
+"""Benchmark workload 2: Atari simulation throughput, ours beside the peers (env steps/s).
 
 GymSim's pattern on ale-py's games (``lf_src/bench/AtariSim.lf``): 15 environments, one step
 each per round, 210x160x3 uint8 frames gathered by the server. Peers: those of
@@ -7,7 +7,7 @@ threads) and EnvPool, both set to the frames and dynamics of ``gym.make("ALE/<Ga
 full 210x160 RGB, no frame stacking, frameskip 4, sticky actions 0.25, no no-op starts, no
 fire reset, no reward clipping, no episodic life. (ale-py's env max-pools nothing; EnvPool
 max-pools the last two frames of a skip, which it cannot turn off.) ``--quick`` runs Pong
-only (the game the issue sets targets for) with fewer rounds.
+only (the game with targets) with fewer rounds.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ ENV_IDS = ["ALE/Pong-v5", "ALE/MsPacman-v5", "ALE/SpaceInvaders-v5"]
 QUICK = Sizes(ours=100, sync=100, async_=100, ray=40, warmup=5)
 FULL = Sizes(ours=1000, sync=1000, async_=500, ray=300, warmup=10, timeout=600)
 
-#: the issue's targets for Pong: ratio to the machine's limit, Ray, AsyncVectorEnv, EnvPool
+#: our targets for Pong: ratio to the machine's limit, Ray, AsyncVectorEnv, EnvPool
 TARGETS = {"ALE/Pong-v5": {"limit": 0.8, "ray": 5, "async": 1, "envpool": 1}}
 
 

@@ -1,4 +1,4 @@
-"""Issue 3: broadcast a 10 MiB numpy array to N = 2, 4, 8 reactors and gather it back, against
+"""Broadcast a 10 MiB numpy array to N = 2, 4, 8 reactors and gather it back, against
 Ray actors doing the same (target: at least 3x lower overhead per round).
 
 Ours: ``lf_src/bench/Broadcast16.lf`` with ``n`` = N on one worker per core: each round the

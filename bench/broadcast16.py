@@ -1,6 +1,6 @@
-"""Workload 5 of issue 5, N = 16: broadcast/gather of a 10 MiB numpy array (ms per round).
+"""Benchmark workload 5, N = 16: broadcast/gather of a 10 MiB numpy array (ms per round).
 
-The issue-3 benchmarks compare N = 2, 4, 8 with Ray; this module adds N = 16 and the
+``bench.broadcast`` compares N = 2, 4, 8 with Ray; this module adds N = 16 and the
 references. Each round one 10 MiB uint8 array goes to 16 receivers, and each sends it back.
 Ours is ``lf_src/bench/Broadcast16.lf``. Beside it:
 

@@ -1,4 +1,4 @@
-"""Workload 1 of issue 5: Gym simulation throughput, ours beside the peers (env steps/s).
+"""Benchmark workload 1: Gym simulation throughput, ours beside the peers (env steps/s).
 
 A server steps 15 environments once per round with random actions and gathers the results.
 Ours is ``lf_src/bench/GymSim.lf`` (a bank of 15 Env reactors, one worker per core; also
@@ -14,7 +14,7 @@ all on the same 15 environments:
 
 Ray is measured over fewer rounds than ours (it is ~100x slower); rates are steady-state
 rates after warm-up rounds, so the counts do not bias the comparison. ``--quick`` runs
-CartPole only (the environment the issue sets targets for) with fewer rounds.
+CartPole only (the environment with targets) with fewer rounds.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workload 4 of issue 5: multi-agent inference, ours beside the peers (env steps/s).
+"""Benchmark workload 4: multi-agent inference, ours beside the peers (env steps/s).
 
 N = 4 and N = 10 policy reactors each run a small MLP on their car's observation; a server
 steps the traffic junction of ``lf_src/bench/junction.py`` with the joint action. Ours is
@@ -11,7 +11,7 @@ steps the traffic junction of ``lf_src/bench/junction.py`` with the joint action
   static DAG (observations in, actions out).
 
 Ray is measured over fewer steps than ours; the figures are steady-state rates after warm-up.
-``--quick`` runs 10 agents only (the issue's target) for fewer steps.
+``--quick`` runs 10 agents only (the one with a target) for fewer steps.
 """
 
 from __future__ import annotations

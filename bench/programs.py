@@ -1,4 +1,4 @@
-"""Building and running the paper's workloads as our own `.lf` programs (issue 5).
+"""Building and running the paper's workloads as our own `.lf` programs.
 
 Each program in ``lf_src/bench/`` prints one line ``RESULT {json}`` when it ends; the figures
 in it are measured inside the program, after a warm-up round, so they leave out the
@@ -24,7 +24,7 @@ LF_BENCH = ROOT / "lf_src" / "bench"
 
 
 def workers() -> int:
-    """Worker count our programs run with: one per core (issue 5), or ``$LF_BENCH_WORKERS``."""
+    """Worker count our programs run with: one per core, or ``$LF_BENCH_WORKERS``."""
     return int(os.environ.get("LF_BENCH_WORKERS") or cores())
 
 

@@ -1,4 +1,4 @@
-"""A local Ray session for the peers of the paper's workloads (issue 5).
+"""A local Ray session for the peers of the paper's workloads.
 
 Ray is a benchmark-only dependency (``pip install -e .[bench]``). Actors import the shared
 workload code from ``lf_src/bench`` and ``bench``, so both go on the workers' PYTHONPATH.

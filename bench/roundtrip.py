@@ -1,4 +1,4 @@
-"""Issue 3: a round trip between two workers per tag (target <= 20 µs), beside its floor.
+"""A round trip between two workers per tag (target <= 20 µs), beside its floor.
 
 Ours: ``lf_src/bench/PingPong.lf`` on 2 workers (``-w 2``, processes): Ping and Pong are placed
 on different workers, so each message is one tag in which Ping's output crosses to Pong's

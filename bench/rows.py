@@ -67,7 +67,7 @@ class Table:
     def peer(self, name: str, fn, note="", target: float | None = None) -> float | None:
         """Run ``fn() -> figure`` or ``fn() -> (figure, note)`` for a peer and add its row.
 
-        ``target``: the ratio the issue asks for; the note then says met or missed.
+        ``target``: the ratio we aim for; the note then says met or missed.
         Returns the peer's figure (None when it failed).
         """
         t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Issue 3: CPU-bound pure-Python reactors on 2 workers against 1 worker (target >= 1.8x).
+"""CPU-bound pure-Python reactors on 2 workers against 1 worker (target >= 1.8x).
 
 ``lf_src/bench/Speedup.lf``: each round, 4 reactors each run a pure-Python loop calibrated to
 about 20 ms on this machine (the GIL lets one process run only one of them at a time), and a

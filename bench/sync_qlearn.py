@@ -1,4 +1,4 @@
-"""Workload 3 of issue 5: synchronized parallel Q-learning, ours beside the peers (total s).
+"""Benchmark workload 3: synchronized parallel Q-learning, ours beside the peers (total s).
 
 Per round: 16 rollouts x 100 Blackjack-v1 steps (epsilon-greedy MLP, epsilon 0.1) -> replay
 buffer -> one DQN update on a minibatch of 500 (also 1,000 and 2,000) -> new weights to every
@@ -11,7 +11,7 @@ in the same order, so their final weights must equal ours (the notes say whether
 - Ray Compiled Graph: the same actors as a static DAG, weights in, weights out.
 
 Figures are wall-clock seconds of ``rounds`` rounds after one untimed warm-up round.
-``--quick`` runs the minibatch of 500 only (the issue's target) for a few rounds.
+``--quick`` runs the minibatch of 500 only (the one with a target) for a few rounds.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .loader import Program
 from .names import check_names
-from .units import UNITS
+from .units import is_time_unit
 
 RESERVED = set(keyword.kwlist) | {
     "auto",
@@ -173,8 +173,6 @@ class _FileChecker:
         rep = self.rep
         if r.name:
             self.name(r.name, r.name_pos or r.pos, "reactor")
-        if (r.main or r.federated) and not self.main:
-            pass  # a main reactor in an imported file is ignored, as lfc does
         self.attributes(r.attributes)
         if r.type_params:
             rep.error("generic reactors are not supported by the Python target", r.pos)
@@ -306,7 +304,7 @@ class _FileChecker:
         if e is None:
             return
         if isinstance(e, tree.Time) and e.unit is not None:
-            if e.unit not in UNITS and e.unit not in ("forever", "never"):
+            if not is_time_unit(e.unit):
                 self.rep.error(f"invalid time unit '{e.unit}'", e.pos)
         elif isinstance(e, tree.BraceList):
             self.rep.error(

@@ -8,10 +8,11 @@ import os
 import shutil
 import sys
 
+from reactors.units import is_unit, parse_duration
+
 from .compiler import Overrides, compile_file
 from .diagnostics import CompileError, Reporter
 from .loader import project_root
-from .units import UNITS
 
 VERSION = "0.1.0"
 
@@ -63,9 +64,9 @@ def parse_time(text: str) -> int:
     parts = text.split()
     if len(parts) == 1 and parts[0] == "0":
         return 0
-    if len(parts) != 2 or parts[1] not in UNITS or not parts[0].isdigit():
+    if len(parts) != 2 or not is_unit(parts[1]) or not parts[0].isdigit():
         raise ValueError(f"expected '<integer> <unit>', got '{text}'")
-    return int(parts[0]) * UNITS[parts[1]][0]
+    return parse_duration(parts[0], parts[1])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reactors.reaction import reaction_number
+
 from . import tree
 from .classes import ReactorClass
 
@@ -129,9 +131,9 @@ class ReactionInst:
     line: int = 0
 
     def describe(self) -> str:
-        """``reaction 2 of Main.a`` (1-based, as LF diagrams number reactions)."""
+        """``reaction 2 of Main.a`` (numbered by :func:`reactors.reaction.reaction_number`)."""
         name = f" '{self.node.name}'" if self.node is not None and self.node.name else ""
-        return f"reaction {self.index + 1}{name} of {self.owner.name}"
+        return f"reaction {reaction_number(self.index)}{name} of {self.owner.name}"
 
 
 @dataclass(eq=False)

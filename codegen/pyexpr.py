@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import tree
-from .units import UNITS, python_time
+from .units import is_time_unit, python_time
 
 
 def python(expr: tree.Expr | None, ref: str | None) -> str:
@@ -18,11 +18,7 @@ def python(expr: tree.Expr | None, ref: str | None) -> str:
     if isinstance(expr, tree.Literal):
         return {"true": "True", "false": "False"}.get(expr.text, expr.text)
     if isinstance(expr, tree.Time):
-        if (
-            expr.unit is not None
-            and expr.unit not in UNITS
-            and expr.unit not in ("forever", "never")
-        ):
+        if not is_time_unit(expr.unit):
             return "None"
         return python_time(expr.magnitude, expr.unit)
     if isinstance(expr, tree.ParamRef):

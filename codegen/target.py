@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reactors.log import LEVELS
+from reactors.target import DEFAULTS
+
 from . import tree
 from .diagnostics import Reporter
-from .units import UNITS, to_ns
+from .units import is_time_unit, to_ns
 
 #: Properties we implement; value kind for validation.
 SUPPORTED = {
@@ -44,25 +47,25 @@ IGNORED = {
     "DNET",
     "_fed_setup",
 }
-LEVELS = ("error", "warn", "info", "log", "debug")
 
 
 @dataclass(frozen=True)
 class TargetConfig:
-    """Resolved target properties. Times are in nanoseconds; ``keepalive_set`` says whether
-    the program gave ``keepalive`` itself. Derive a changed one with ``dataclasses.replace``.
+    """Resolved target properties. Times are in nanoseconds; unset ones keep the runtime's
+    defaults (:data:`reactors.target.DEFAULTS`); ``keepalive_set`` says whether the program
+    gave ``keepalive`` itself. Derive a changed one with ``dataclasses.replace``.
     """
 
-    timeout: int | None = None
-    fast: bool = False
-    keepalive: bool = False
+    timeout: int | None = DEFAULTS.timeout
+    fast: bool = DEFAULTS.fast
+    keepalive: bool = DEFAULTS.keepalive
     keepalive_set: bool = False
-    logging: str = "info"
-    workers: int = 1
-    single_threaded: bool = False
-    tracing: bool = False
-    files: tuple[str, ...] = ()
-    seed: int = 0
+    logging: str = DEFAULTS.logging
+    workers: int = DEFAULTS.workers
+    single_threaded: bool = DEFAULTS.single_threaded
+    tracing: bool = DEFAULTS.tracing
+    files: tuple[str, ...] = DEFAULTS.files
+    seed: int = DEFAULTS.seed
 
     def to_json(self) -> dict:
         """The ``"target"`` object of graph.json (docs/PROGRAM.md)."""
@@ -118,9 +121,7 @@ def _convert(kind: str, kv: tree.KeyValue, rep: Reporter):
     if kind == "time":
         if isinstance(v, tree.Literal) and v.text == "0":
             return 0
-        if isinstance(v, tree.Time) and (
-            v.unit is None or v.unit in UNITS or v.unit in ("forever", "never")
-        ):
+        if isinstance(v, tree.Time) and is_time_unit(v.unit):
             if v.unit is None and v.magnitude != 0:
                 rep.error("missing time unit", v.pos)
                 return None

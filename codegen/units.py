@@ -1,24 +1,23 @@
-"""Time units of Lingua Franca (spec §1.2) and conversion of time values to nanoseconds."""
+"""Time values of LF source (spec §1.2): conversion to nanoseconds and to Python text.
+
+The table of units is the runtime's (:mod:`reactors.units`); ``forever`` and ``never`` are
+the two time words that take no magnitude.
+"""
 
 from __future__ import annotations
 
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
+from reactors.tag import FOREVER, NEVER_INT64
+from reactors.units import UNITS
 
-#: unit spelling -> (nanoseconds per unit, Python helper emitted for it)
-UNITS: dict[str, tuple[int, str]] = {}
-for _spellings, _ns, _helper in (
-    (("nsec", "ns", "nsecs"), 1, "NSEC"),
-    (("usec", "us", "usecs"), 1_000, "USEC"),
-    (("msec", "ms", "msecs"), 1_000_000, "MSEC"),
-    (("sec", "s", "secs", "second", "seconds"), 1_000_000_000, "SEC"),
-    (("minute", "min", "mins", "minutes"), 60_000_000_000, "MINUTE"),
-    (("hour", "h", "hours"), 3_600_000_000_000, "HOUR"),
-    (("day", "d", "days"), 86_400_000_000_000, "DAY"),
-    (("week", "wk", "weeks"), 604_800_000_000_000, "WEEK"),
-):
-    for _s in _spellings:
-        UNITS[_s] = (_ns, _helper)
+INT64_MAX = FOREVER
+INT64_MIN = NEVER_INT64
+#: Time words written where a unit goes, without a magnitude.
+TIME_WORDS = ("forever", "never")
+
+
+def is_time_unit(unit: str | None) -> bool:
+    """Whether a time literal's ``unit`` is valid: absent (None), a unit or a time word."""
+    return unit is None or unit in UNITS or unit in TIME_WORDS
 
 
 def to_ns(magnitude: int, unit: str | None) -> int:
@@ -33,7 +32,7 @@ def to_ns(magnitude: int, unit: str | None) -> int:
         return INT64_MIN
     if unit is None:
         return magnitude
-    return min(magnitude * UNITS[unit][0], INT64_MAX)
+    return min(magnitude * UNITS[unit].ns, INT64_MAX)
 
 
 def python_time(magnitude: int, unit: str | None) -> str:
@@ -44,24 +43,4 @@ def python_time(magnitude: int, unit: str | None) -> str:
         return "NEVER"
     if unit is None:
         return str(magnitude)
-    return f"{UNITS[unit][1]}({magnitude})"
-
-
-def format_ns(ns: int | None) -> str:
-    """A short human form of a duration for messages and diagrams: ``10 ms``, ``1.5 s``."""
-    if ns is None:
-        return "none"
-    if ns >= INT64_MAX:
-        return "forever"
-    for size, name in (
-        (604_800_000_000_000, "weeks"),
-        (86_400_000_000_000, "days"),
-        (3_600_000_000_000, "h"),
-        (60_000_000_000, "min"),
-        (1_000_000_000, "s"),
-        (1_000_000, "ms"),
-        (1_000, "us"),
-    ):
-        if ns and ns % size == 0:
-            return f"{ns // size} {name}"
-    return f"{ns} ns"
+    return f"{UNITS[unit].helper}({magnitude})"

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import tree
 from .diagnostics import Reporter
-from .units import UNITS, to_ns
+from .units import is_time_unit, to_ns
 
 
 class TimeNs(int):
@@ -37,11 +37,7 @@ def evaluate(expr: tree.Expr | None, scope: dict | None, rep: Reporter) -> Any:
     if expr is None:
         return None
     if isinstance(expr, tree.Time):
-        if (
-            expr.unit is not None
-            and expr.unit not in UNITS
-            and expr.unit not in ("forever", "never")
-        ):
+        if not is_time_unit(expr.unit):
             rep.error(f"invalid time unit '{expr.unit}'", expr.pos)
             return None
         return TimeNs(to_ns(expr.magnitude, expr.unit))

@@ -15,10 +15,10 @@ Timing trace (optional): a Chrome/Perfetto trace-event JSON file, either a list 
 object with a ``traceEvents`` list, such as the ``<Name>.trace.json`` a run with the target
 property ``tracing: true`` writes. An event counts when it has
 
-- ``name``: the reaction, either as the runtime names it, ``reaction <i> of <instance>`` or
-  ``reaction <i> (<name>) of <instance>`` with ``i`` 0-based (graph.json's ``index``), or as
-  ``<instance>.reaction_<n>`` with ``n`` 1-based as in the diagram; ``<instance>`` is the full
-  name (``PingPong.pong``, ``Foo.b[2]``);
+- ``name``: the reaction, either as the runtime names it, ``reaction <n> of <instance>`` or
+  ``reaction <n> (<name>) of <instance>``, or as ``<instance>.reaction_<n>``; ``n`` is the
+  reaction's number as in the diagram (from 1, :func:`reactors.reaction.reaction_number`) and
+  ``<instance>`` the full name (``PingPong.pong``, ``Foo.b[2]``);
 - ``dur``: the time spent in one invocation, in microseconds (a ``"ph": "X"`` complete event).
 
 Other events and fields (``ts``, ``pid``, ``tid``, ``args``) are ignored. Each reaction is
@@ -37,30 +37,13 @@ from pathlib import Path
 
 import jinja2
 
+from reactors.reaction import reaction_index, reaction_number
+from reactors.units import format_duration as format_time
+
 HERE = Path(__file__).resolve().parent
 ELK_JS = HERE / "vendor" / "elk.bundled.js"
 ELK_VERSION = "0.12.1"
-_TIME_UNITS = (
-    ("week", 604_800 * 10**9),
-    ("h", 3_600 * 10**9),
-    ("min", 60 * 10**9),
-    ("s", 10**9),
-    ("ms", 10**6),
-    ("us", 10**3),
-    ("ns", 1),
-)
 _PREFIX = {"startup": "s", "shutdown": "d", "reset": "z", "timer": "t", "action": "a"}
-
-
-def format_time(ns: int | None) -> str | None:
-    """``10_000_000`` -> ``'10 ms'``: the largest unit that divides the value exactly."""
-    if ns is None:
-        return None
-    if ns == 0:
-        return "0"
-    if abs(ns) >= 2**63 - 1:
-        return "forever"
-    return next(f"{ns // u} {name}" for name, u in _TIME_UNITS if ns % u == 0)
 
 
 def workers_text(workers: int, single_threaded: bool = False) -> str:
@@ -86,9 +69,9 @@ Times = dict[tuple[str, int], tuple[float, int]]
 def reaction_key(name: str) -> tuple[str, int] | None:
     """A trace event's name -> (instance full name, 0-based reaction index), or None."""
     if m := _RUNTIME_NAME.fullmatch(name):
-        return m.group(2), int(m.group(1))
+        return m.group(2), reaction_index(int(m.group(1)))
     if m := _DIAGRAM_NAME.fullmatch(name):
-        return m.group(1), int(m.group(2)) - 1
+        return m.group(1), reaction_index(int(m.group(2)))
     return None
 
 
@@ -253,7 +236,7 @@ class Diagram:
         return {
             "id": f"x{x['id']}",
             "kind": "reaction",
-            "n": x["index"] + 1,
+            "n": reaction_number(x["index"]),
             "numbered": numbered,
             "name": x["name"],
             "label": x["label"],

@@ -16,22 +16,11 @@ from .action import Action, PhysicalAction
 from .errors import BuildFailure, GraphError, SourceMap
 from .mode import ModalState, Mode, ModeCapsule, ModeSystem
 from .port import Multiport, Port
-from .reaction import Reaction, forward
+from .reaction import Reaction, forward, reaction_number
 from .reactor import Make
+from .target import DEFAULTS
 from .timer import Timer
 from .topology import ancestors
-
-TARGET_DEFAULTS = {
-    "timeout": None,
-    "fast": False,
-    "keepalive": False,
-    "logging": "info",
-    "workers": 1,
-    "single_threaded": False,
-    "tracing": False,
-    "files": [],
-    "seed": 0,
-}
 
 
 @dataclass
@@ -112,7 +101,7 @@ class _Builder:
         self._ports()
         self._actions_and_timers()
         reactions, startup, shutdown = self._reactions()
-        target = dict(TARGET_DEFAULTS, **self.g.get("target", {}))
+        target = dict(DEFAULTS.to_json(), **self.g.get("target", {}))
         roots = list({id(p): p for p in self.root.values()}.values())
         modes = [m for inst in self.instances if inst.modal for m in inst.modal.modes.values()]
         states = [inst.modal for inst in self.instances if inst.modal]
@@ -332,7 +321,8 @@ class _Builder:
         )
         deadline = rx.get("deadline")
         if deadline is not None and handler is None:
-            raise GraphError(f"{inst.name} reaction {rx['index']}: deadline without a handler")
+            n = reaction_number(rx["index"])
+            raise GraphError(f"{inst.name} reaction {n}: deadline without a handler")
         return Reaction(
             index=rx["index"],
             name=rx.get("name"),

@@ -2,8 +2,9 @@
 
 The scheduler asks a :class:`Clock` to wait until a physical time; any thread may
 :meth:`Clock.wake` it early (a physical action was scheduled, a stop was requested), and the
-scheduler then recomputes its next tag. A later multi-process backend can supply another
-clock with the same three methods.
+scheduler then recomputes its next tag. A worker of a parallel run uses its own clock
+(:class:`reactors.worker.WorkerScheduler`'s) with ``now`` and ``wake``: the coordinator
+decides every tag, and a wake-up rings the worker's bell.
 """
 
 from __future__ import annotations

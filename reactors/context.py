@@ -1,8 +1,9 @@
 """The process-wide runtime context that ``lf.*`` and ``ReactorBase`` methods consult.
 
 Reaction code calls free functions (``lf.tag()``, ``request_stop()``) with no handle to the
-runtime, so the running program registers itself here. One context per process: a later
-multi-process worker backend sets it once in each worker.
+runtime, so the running program registers itself here. One context per process: each worker
+process of a parallel run sets it once; with the threads backend, ``sched`` is a stand-in that
+finds the scheduler of the calling worker thread (``reactors.threads``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Context:
         self.sched = Idle()
         self.source_directory = ""
         self.package_directory = ""
-        self.log = Log("info")
+        self.log = Log()
         self.trace_handles = 0
 
 

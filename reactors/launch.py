@@ -18,7 +18,8 @@ from .context import CTX
 from .errors import BuildFailure, LaunchError, SourceMap, report
 from .log import Log
 from .scheduler import Scheduler
-from .tag import parse_duration
+from .target import DEFAULTS
+from .units import parse_duration
 
 USAGE = """\
 usage: {prog} [options]
@@ -64,10 +65,10 @@ STATUS_INTERRUPTED = 130
 class Options:
     """Run options: target properties overridden by the command line (times in ns)."""
 
-    fast: bool = False
-    keepalive: bool = False
-    timeout: int | None = None
-    workers: int = 1
+    fast: bool = DEFAULTS.fast
+    keepalive: bool = DEFAULTS.keepalive
+    timeout: int | None = DEFAULTS.timeout
+    workers: int = DEFAULTS.workers
     start_multiple: int = 0
     help: bool = False
     backend: str | None = None  # None: processes on a GIL build, threads without GIL
@@ -84,7 +85,7 @@ def parse_options(argv: list, target: dict) -> Options:
         fast=bool(target.get("fast")),
         keepalive=bool(target.get("keepalive")),
         timeout=target.get("timeout"),
-        workers=int(target.get("workers") or 1),
+        workers=int(target.get("workers") or DEFAULTS.workers),
     )
     args = list(argv)
     while args:
@@ -172,7 +173,7 @@ def run_graph(module, graph: dict, args=()) -> int:
     try:
         target = graph.get("target", {})
         opts = parse_options(list(args), target)
-        log = Log(target.get("logging") or "info")
+        log = Log(target.get("logging") or DEFAULTS.logging)
     except (LaunchError, ValueError) as e:
         sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
         return 1

@@ -8,27 +8,29 @@ from __future__ import annotations
 
 import sys
 
-LEVELS = {"error": 0, "warn": 1, "warning": 1, "info": 2, "log": 3, "debug": 4}
+from .target import DEFAULTS
+
+#: The ``logging`` levels of the target property, least verbose first.
+LEVELS = ("error", "warn", "info", "log", "debug")
+#: Level name (and the alias ``warning``) -> verbosity: its position in :data:`LEVELS`.
+_VERBOSITY = {name: i for i, name in enumerate(LEVELS)} | {"warning": LEVELS.index("warn")}
 
 
 class Log:
     """Prints runtime messages at or below a verbosity level to stderr.
 
-    ``level`` is a level name (case-insensitive); ValueError for an unknown one.
+    ``level`` is a level name of :data:`LEVELS` or ``warning`` (case-insensitive); ValueError
+    for an unknown one.
     """
 
-    def __init__(self, level: str = "info"):
+    def __init__(self, level: str = DEFAULTS.logging) -> None:
         key = str(level).lower()
-        if key not in LEVELS:
+        if key not in _VERBOSITY:
             raise ValueError(f"unknown logging level '{level}'")
-        self.level = LEVELS[key]
-
-    def enabled(self, level: str) -> bool:
-        """Whether messages of ``level`` are printed."""
-        return LEVELS[level] <= self.level
+        self.level = _VERBOSITY[key]
 
     def _emit(self, level: str, prefix: str, msg: str) -> None:
-        if LEVELS[level] <= self.level:
+        if _VERBOSITY[level] <= self.level:
             sys.stderr.write(prefix + msg + "\n")
             sys.stderr.flush()
 

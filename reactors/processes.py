@@ -39,6 +39,7 @@ from .parallel import (
 )
 from .shm import Reader, Segment, Writer, unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
+from .target import DEFAULTS
 from .worker import Aborted, Captured
 
 SPIN_NS = 50_000  # spin (with sched_yield) this long before blocking, ns
@@ -172,7 +173,7 @@ def _spawn(module, graph: dict, plan, opts, prefix: str, fds: list, procs: list)
     """Start one process per worker, appending each to ``procs`` as soon as it runs."""
     ctx = mp.get_context("spawn")
     path = os.path.abspath(module.__file__)
-    level = graph.get("target", {}).get("logging") or "info"
+    level = graph.get("target", {}).get("logging") or DEFAULTS.logging
     for w in range(plan.workers):
         spec = _Spec(
             path,

@@ -11,6 +11,22 @@ from __future__ import annotations
 from .port import mutable_view
 
 
+def reaction_number(index: int) -> int:
+    """The number a person sees for the reaction at 0-based ``index`` in its reactor.
+
+    LF numbers the reactions of a reactor from 1, inherited ones first, as its diagrams show;
+    diagrams, compile errors and run-time errors all number them with this function. Generated
+    names (``reaction_function_<index>``) and graph.json's ``index`` stay 0-based.
+    """
+    return index + 1
+
+
+def reaction_index(number: int) -> int:
+    """The 0-based index of the reaction a person calls ``reaction <number>``; the inverse
+    of :func:`reaction_number`."""
+    return number - 1
+
+
 def forward(src, dst):
     """The body of a mode-local connection reaction (``_lf_forward``, PROGRAM.md).
 
@@ -105,7 +121,7 @@ class Reaction:
 
     def describe(self) -> str:
         """Human-readable identity for messages: ``reaction 2 (name) of Main.c[1]``."""
-        label = f"reaction {self.index}" + (f" ({self.name})" if self.name else "")
+        label = f"reaction {reaction_number(self.index)}" + (f" ({self.name})" if self.name else "")
         return f"{label} of {self.owner}"
 
     def invoke(self) -> None:

@@ -33,7 +33,7 @@ class ReactorBase:
     ``__init__(name, bank_index, params)`` stores each parameter ``p`` as ``self._p`` (exposed
     read-only by ``p = ReactorBase.parameter("p")``), sets ``self.bank_index`` (read-only;
     a parameter named ``bank_index`` in ``params`` overrides it), keeps the full instance name
-    in ``self._lf_name`` and calls ``self._lf_init_state()``.
+    (:meth:`lf_reactor_full_name`) and calls ``self._lf_init_state()``.
     """
 
     bank_index = property(attrgetter("_bank_index"), doc="Index in the bank (0 if not a bank).")
@@ -44,6 +44,18 @@ class ReactorBase:
         for key, value in params.items():
             setattr(self, "_" + key, value)
         self._lf_init_state()
+
+    def lf_reactor_full_name(self) -> str:
+        """The instance's full name, as in LF's ``lf_reactor_full_name(self)``: the main
+        reactor's name and each containing instance's name, dot-separated, with bank indices
+        (``"CartPolePPO.envs[1]"``). Stable across runs, worker counts and backends, so it can
+        seed a reactor's own random generator."""
+        return self._lf_name
+
+    def lf_reactor_name(self) -> str:
+        """The instance's own name, as in LF's ``lf_reactor_name(self)``: the last part of
+        :meth:`lf_reactor_full_name` (``"envs[1]"``; for the main reactor, its name)."""
+        return self._lf_name.rpartition(".")[2]
 
     @staticmethod
     def parameter(name: str) -> property:
@@ -75,12 +87,13 @@ class ReactorBase:
             r.deadline = int(t)
 
     def register_user_trace_event(self, description: str) -> int:
-        """Register a user trace event; returns a non-zero handle (tracing is a stub)."""
+        """Register a user trace event; returns a non-zero handle (user events are not recorded:
+        the timing trace holds reactions only)."""
         CTX.trace_handles += 1
         return CTX.trace_handles
 
     def tracepoint_user_event(self, handle: int) -> None:
-        """Record a user trace event (stub: no trace file is written yet)."""
+        """Record a user trace event (a no-op: the timing trace holds reactions only)."""
 
     def tracepoint_user_value(self, handle: int, value: int) -> None:
-        """Record a user trace value (stub: no trace file is written yet)."""
+        """Record a user trace value (a no-op: the timing trace holds reactions only)."""

@@ -93,7 +93,7 @@ class Control:
 
     def write_report(self, w: int, next_t: int, next_m: int, req_t: int, req_m: int) -> None:
         """Worker ``w`` publishes its earliest pending event and its stop request (the only
-        writer of these cells; readers use :meth:`read_report`)."""
+        writer of these cells; the coordinator reads them under the seqlock)."""
         c = self.cells
         b = self.worker_base(w)
         c[b + REV] += 1  # odd: being written
@@ -102,17 +102,6 @@ class Control:
         c[b + REQ_T] = req_t
         c[b + REQ_M] = req_m
         c[b + REV] += 1  # even: consistent
-
-    def read_report(self, w: int):
-        """``(rev, next_t, next_m, req_t, req_m)`` of worker ``w``, consistent."""
-        c = self.cells
-        b = self.worker_base(w)
-        while True:
-            rev = c[b + REV]
-            data = (c[b + NEXT_T], c[b + NEXT_M], c[b + REQ_T], c[b + REQ_M])
-            if rev % 2 == 0 and c[b + REV] == rev:
-                return (rev, *data)
-            os.sched_yield()
 
 
 class FdBell:

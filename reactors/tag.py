@@ -1,5 +1,8 @@
 """Logical time: the :class:`Tag` value type, time-unit helpers and time constants.
 
+The table of unit spellings (``msec``, ``ms``...) built on these helpers is
+:mod:`reactors.units`.
+
 All times are integer nanoseconds (spec §1.2, §2.7, §3.1). A tag is a pair
 ``(time, microstep)`` ordered lexicographically. The runtime itself keeps tags as two
 plain ints on the hot path; :class:`Tag` is the immutable object handed to user code.
@@ -66,31 +69,6 @@ def WEEK(t):
 
 NSECS, USECS, MSECS, SECS = NSEC, USEC, MSEC, SEC
 MINUTES, HOURS, DAYS, WEEKS = MINUTE, HOUR, DAY, WEEK
-
-#: Unit spellings accepted on the command line (spec §1.2) -> nanoseconds per unit.
-UNITS = {}
-for _names, _ns in (
-    (("nsec", "ns", "nsecs"), 1),
-    (("usec", "us", "usecs"), 1_000),
-    (("msec", "ms", "msecs"), 1_000_000),
-    (("sec", "s", "secs", "second", "seconds"), BILLION),
-    (("minute", "min", "mins", "minutes"), 60 * BILLION),
-    (("hour", "h", "hours"), 3_600 * BILLION),
-    (("day", "d", "days"), 86_400 * BILLION),
-    (("week", "wk", "weeks"), 604_800 * BILLION),
-):
-    for _n in _names:
-        UNITS[_n] = _ns
-
-
-def parse_duration(magnitude: str, unit: str) -> int:
-    """``("10", "msec")`` -> 10_000_000 ns (spec §5.3 option values).
-
-    Raises ValueError for a non-integer magnitude or an unknown unit.
-    """
-    if unit not in UNITS:
-        raise ValueError(f"unknown time unit '{unit}'")
-    return int(magnitude) * UNITS[unit]
 
 
 class Tag:

@@ -76,7 +76,7 @@ def build_and_run(tmp_path):
 
 # --------------------------------------------------------------------------- determinism
 
-#: The multi-worker runs every program is compared with its one-worker run (issue 3).
+#: The multi-worker runs every program is compared with its one-worker run.
 VARIANTS = [("2", "processes"), ("4", "processes"), ("2", "threads"), ("4", "threads")]
 _SKIP = re.compile(r"^\s*//\s*determinism:\s*skip\s*\((.*)\)\s*$", re.M)
 

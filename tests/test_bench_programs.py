@@ -1,4 +1,4 @@
-"""The paper's workloads in lf_src/bench/ (issue 5) build, run at a tiny size, and compute
+"""The paper's workloads in lf_src/bench/ build, run at a tiny size, and compute
 what the same work computes without the framework.
 
 Each program is built with small main-reactor defaults (``lfc -D``, as bench/ builds them),

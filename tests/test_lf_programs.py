@@ -1,5 +1,5 @@
 """Every self-checking program under tests/lf/ is built with the real lfc and run: on one
-worker, then on 2 and 4 workers with each backend (issue 3).
+worker, then on 2 and 4 workers with each backend.
 
 A program passes when it exits with status 0 (spec §4: the test harness's only criterion);
 each program checks its own values and exits non-zero on a wrong one. Files without a main
@@ -32,7 +32,7 @@ def test_program(program, tmp_path):
 
 
 def test_suite_is_large():
-    """The conformance suite covers the categories of spec §4 (issue: 150 or more programs)."""
+    """The conformance suite covers the categories of spec §4 (150 or more programs)."""
     assert len(PROGRAMS) >= 150, len(PROGRAMS)
 
 

@@ -1,4 +1,4 @@
-"""Parallel execution (issue 3): placement, channels, and faults on several workers.
+"""Parallel execution: placement, channels, and faults on several workers.
 
 Fault tests run tests/parallel_fixtures/Faults.lf (two reactors in a ring, one per worker)
 with FAIL_MODE set; every run must leave no worker process and no shared-memory segment.
@@ -242,7 +242,7 @@ def _finish(p, timeout=30):
 def test_reaction_error_stops_all_workers_and_names_the_lf_line(faults, backend):
     code, out, err = _finish(_start(faults, "raise", "--backend", backend))
     assert code == 1
-    assert f"reaction 1 of Faults.n[1] failed at {FAULTS}:23" in err
+    assert f"reaction 2 of Faults.n[1] failed at {FAULTS}:23" in err
     assert "ZeroDivisionError" in err and "shutdown" not in out
     assert "1 got 3" in out and "1 got 4" not in out and "0 got 4" not in out
 

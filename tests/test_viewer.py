@@ -149,7 +149,7 @@ def test_trace_colours_reactions_by_time(built, tmp_path):
                     {"name": "PingPong.pong.reaction_1", "ph": "X", "ts": 0, "dur": 30.0},
                     {"name": "PingPong.pong.reaction_1", "ph": "X", "ts": 50, "dur": 10.0},
                     {
-                        "name": "reaction 1 of PingPong.ping",
+                        "name": "reaction 2 of PingPong.ping",
                         "ph": "X",
                         "ts": 90,
                         "dur": 2.5,
@@ -179,7 +179,7 @@ def test_trace_colours_reactions_by_time(built, tmp_path):
 
 
 def test_trace_names():
-    assert reaction_key("reaction 2 (step) of Main.b[3]") == ("Main.b[3]", 2)
+    assert reaction_key("reaction 2 (step) of Main.b[3]") == ("Main.b[3]", 1)
     assert reaction_key("Main.b[3].reaction_1") == ("Main.b[3]", 0)
     assert reaction_key("reaction of x") is None
 

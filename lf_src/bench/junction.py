@@ -1,4 +1,4 @@
-"""A small traffic-junction environment and an MLP policy, in numpy (issue 5, workload 4).
+"""A small traffic-junction environment and an MLP policy, in numpy (benchmark workload 4).
 
 PettingZoo 1.27 has no cheap multi-agent environment that fits: its MPE moved to another
 package, and SISL's pursuit needs pygame and scipy and takes 2.6 ms (4 agents) to 12 ms

@@ -1,4 +1,4 @@
-"""Synchronized parallel Q-learning on Blackjack-v1 (issue 5, workload 3): the three roles.
+"""Synchronized parallel Q-learning on Blackjack-v1 (benchmark workload 3): the three roles.
 
 Each round, every :class:`Rollout` runs ``steps`` environment steps with an epsilon-greedy
 policy (a small MLP evaluated in numpy), the :class:`Replay` buffer stores all transitions and

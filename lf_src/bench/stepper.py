@@ -1,6 +1,6 @@
 """One gymnasium environment stepped with random actions from its own RNG.
 
-The unit of work of the simulation-throughput workloads (issue 5, workloads 1 and 2). Our
+The unit of work of the simulation-throughput workloads (benchmark workloads 1 and 2). Our
 programs (``GymSim.lf``, ``AtariSim.lf``), the Ray actors and the plain loop of ``bench/`` all
 step environments through :class:`Stepper`, so they do the same work and, given the same seed,
 visit the same states: the summed rewards of two runs must agree exactly.

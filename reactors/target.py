@@ -1,0 +1,40 @@
+"""Target properties a program runs with (spec §1.3): one place for their defaults.
+
+The compiler reads the ``target`` declaration of a ``.lf`` file and writes the properties that
+matter at run time into graph.json's ``target`` object; a property the file does not set has
+the default given here, both in the compiler and in the runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class TargetProperties:
+    """The run-time target properties; each field's default is the program's default.
+
+    ``timeout``: logical time to stop at, in ns after the start (None: no timeout);
+    ``fast``: do not wait for physical time; ``keepalive``: keep running with an empty event
+    queue; ``logging``: a level of :data:`reactors.log.LEVELS`; ``workers``: worker count
+    (0: one per core); ``single_threaded``: always one worker; ``tracing``: write a timing
+    trace; ``files``: files copied beside the generated module; ``seed``: the program seed.
+    """
+
+    timeout: int | None = None
+    fast: bool = False
+    keepalive: bool = False
+    logging: str = "info"
+    workers: int = 1
+    single_threaded: bool = False
+    tracing: bool = False
+    files: tuple[str, ...] = ()
+    seed: int = 0
+
+    def to_json(self) -> dict:
+        """graph.json's ``target`` object: the fields by name, ``files`` as a list."""
+        return asdict(self) | {"files": list(self.files)}
+
+
+#: The properties of a program whose ``target`` declaration sets none.
+DEFAULTS = TargetProperties()
