@@ -55,9 +55,11 @@ def evaluate(expr: tree.Expr | None, scope: dict | None, rep: Reporter) -> Any:
     return None
 
 
-def _literal(text: str):
+def _literal(text: str) -> Any:
     if text in ("true", "false"):
         return Opaque(text)
+    if text.isascii() and text.isdigit() and (text[0] != "0" or text == "0"):
+        return int(text)  # what literal_eval gives for a decimal integer, without parsing
     try:
         return pyast.literal_eval(text)
     except (ValueError, SyntaxError):
