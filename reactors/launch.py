@@ -10,13 +10,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
-from .build import build, load_graph
+from .build import build
 from .clock import Clock
 from .context import CTX
 from .errors import BuildFailure, LaunchError, SourceMap, report
 from .log import Log
+from .program import Program, TargetSettings
 from .scheduler import Scheduler
 from .tag import parse_duration
 
@@ -135,20 +138,20 @@ def main(module, graph_path: str, argv=None) -> int:
     if isinstance(module, str):
         module = importlib.import_module(module)
     try:
-        graph = load_graph(graph_path)
+        program = Program.load(graph_path)
     except LaunchError as e:
         sys.stderr.write(f"ERROR: {e}\n")
         return 1
-    return run_graph(module, graph, _program_args(argv))
+    return run_graph(module, program, _program_args(argv))
 
 
-def run_graph(module, graph: dict, args=()) -> int:
-    """Like :func:`main` with an already parsed graph (absolute paths) and option list."""
+def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> int:
+    """Like :func:`main` with an already loaded program (absolute paths) and option list."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "program"
     try:
-        target = graph.get("target", {})
-        opts = parse_options(list(args), target)
-        log = Log(target.get("logging") or "info")
+        target = graph.target
+        opts = parse_options(list(args), _option_defaults(target))
+        log = Log(target.logging or "info")
     except (LaunchError, ValueError) as e:
         sys.stderr.write(f"ERROR: {e}\n{USAGE.format(prog=prog)}\n")
         return 1
@@ -156,10 +159,10 @@ def run_graph(module, graph: dict, args=()) -> int:
         print(USAGE.format(prog=prog))
         return 0
     CTX.log = log
-    CTX.source_directory = graph.get("source_directory", "")
-    CTX.package_directory = graph.get("package_directory", "")
-    if target.get("tracing"):
-        opts.trace_file = os.path.abspath(f"{graph.get('name', 'program')}.trace.json")
+    CTX.source_directory = graph.source_directory
+    CTX.package_directory = graph.package_directory
+    if target.tracing:
+        opts.trace_file = os.path.abspath(f"{graph.name or 'program'}.trace.json")
     if opts.workers != 1:  # one worker (the default) does not even import the parallel code
         from . import parallel
 
@@ -169,11 +172,21 @@ def run_graph(module, graph: dict, args=()) -> int:
     return _run(module, graph, opts, log)
 
 
-def _run(module, graph: dict, opts: Options, log: Log) -> int:
+def _option_defaults(target: TargetSettings) -> dict:
+    """The target properties :func:`parse_options` starts from."""
+    return {
+        "fast": target.fast,
+        "keepalive": target.keepalive,
+        "timeout": target.timeout,
+        "workers": target.workers,
+    }
+
+
+def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     try:
         program = build(module, graph)
     except BuildFailure as f:
-        smap = SourceMap(getattr(module, "__file__", None), graph.get("line_map", []))
+        smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
         return report(f.exc, f.what, smap, log=log)
     except LaunchError as e:
         log.error(str(e))

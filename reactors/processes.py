@@ -37,6 +37,7 @@ from .parallel import (
     worker_main,
     write_pending_output,
 )
+from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .worker import Aborted, Captured
@@ -79,7 +80,7 @@ class _Spec:
 
     module_path: str
     module_name: str
-    graph: dict
+    graph: Program
     plan: object
     me: int
     prefix: str
@@ -112,7 +113,7 @@ class ShmChannels:
             w.close()
 
 
-def run_processes(module, graph: dict, plan, opts, log) -> int:
+def run_processes(module, graph: Program, plan, opts, log) -> int:
     """Run ``plan`` with one process per worker; returns the exit status."""
     n = plan.workers
     prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
@@ -168,11 +169,11 @@ class _EventFd:
         os.eventfd_write(self.fd, 1)
 
 
-def _spawn(module, graph: dict, plan, opts, prefix: str, fds: list, procs: list) -> None:
+def _spawn(module, graph: Program, plan, opts, prefix: str, fds: list, procs: list) -> None:
     """Start one process per worker, appending each to ``procs`` as soon as it runs."""
     ctx = mp.get_context("spawn")
     path = os.path.abspath(module.__file__)
-    level = graph.get("target", {}).get("logging") or "info"
+    level = graph.target.logging or "info"
     for w in range(plan.workers):
         spec = _Spec(
             path,

@@ -1,0 +1,642 @@
+"""The program model: the elaborated program as frozen dataclasses, and its JSON form.
+
+The compiler (``lfc``) builds a :class:`Program` and writes it as ``graph.json``
+(:meth:`Program.dumps`); the runtime, placement, the graph viewer and the tests read it back
+(:meth:`Program.load`). docs/PROGRAM.md documents every field. All times are integer
+nanoseconds; a reactor's ``id`` is its index in :attr:`Program.reactors`.
+
+The JSON form is versioned (:data:`FORMAT_VERSION`). Reading checks the version, every field's
+presence and type, and rejects unknown fields, so a graph.json written by another version of
+``lfc`` (or by hand, wrongly) fails with a :class:`~reactors.errors.ProgramFormatError` that
+names the file and the offending field instead of failing later in the runtime.
+
+Encoding and decoding are driven by the dataclass fields: a field named ``x`` is the JSON key
+``x`` unless its metadata names another key; enums are their values; tuples are lists; the
+small tuple records (:class:`ChannelKey`, :class:`PortKey`, :class:`LineRange`) are JSON
+arrays; references and arguments carry a ``"kind"`` tag that selects their class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
+
+from .errors import GraphError, ProgramFormatError
+
+#: Version of the JSON form written by :meth:`Program.dumps` and accepted by :meth:`Program.load`.
+FORMAT_VERSION = 2
+#: ``width`` of a plain port (not a multiport); it has exactly one channel, index 0.
+PLAIN_WIDTH = -2
+
+
+def _key(name: str) -> dict[str, str]:
+    """Field metadata: the field's JSON key is ``name`` (for Python keywords and clearer names)."""
+    return {"json": name}
+
+
+# --------------------------------------------------------------------------- enumerations
+
+
+class PortKind(StrEnum):
+    INPUT = "input"
+    OUTPUT = "output"
+
+
+class Origin(StrEnum):
+    LOGICAL = "logical"
+    PHYSICAL = "physical"
+
+
+class Policy(StrEnum):
+    """What ``schedule`` does with an event closer than ``min_spacing`` to the previous one."""
+
+    DEFER = "defer"
+    DROP = "drop"
+    REPLACE = "replace"
+    UPDATE = "update"
+
+
+class Transition(StrEnum):
+    """How a mode is entered: its ``reset state`` re-initialised, or resumed (``history``)."""
+
+    RESET = "reset"
+    HISTORY = "history"
+
+
+class Synthetic(StrEnum):
+    """The kind of instance the compiler adds to lower ``after`` (delay) and ``~>``."""
+
+    DELAY = "delay"
+    PHYSICAL_DELAY = "physical_delay"
+
+
+class Builtin(StrEnum):
+    """Triggers that every reactor has."""
+
+    STARTUP = "startup"
+    SHUTDOWN = "shutdown"
+    RESET = "reset"
+
+
+# --------------------------------------------------------------------------- tuple records
+
+
+class ChannelKey(NamedTuple):
+    """One channel of a port: ``(reactor id, port name, channel index)``; JSON ``[r, p, i]``."""
+
+    reactor: int
+    port: str
+    index: int
+
+
+class PortKey(NamedTuple):
+    """A port as a whole: ``(reactor id, port name)``; JSON ``[r, p]``."""
+
+    reactor: int
+    port: str
+
+
+class LineRange(NamedTuple):
+    """Generated-module lines ``first..last`` are lines ``line..`` of ``.lf`` file ``file``."""
+
+    first: int
+    last: int
+    file: str
+    line: int
+
+
+# --------------------------------------------------------------------------- target
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetSettings:
+    """The resolved target properties. ``timeout`` in ns (None: none); ``keepalive`` is already
+    forced true when the program has physical actions; ``workers`` 0 means one per core."""
+
+    timeout: int | None = None
+    fast: bool = False
+    keepalive: bool = False
+    logging: str = "info"
+    workers: int = 1
+    single_threaded: bool = False
+    tracing: bool = False
+    files: tuple[str, ...] = ()
+    seed: int = 0
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortSpec:
+    """A port of one instance; ``width`` is the number of channels, or :data:`PLAIN_WIDTH`."""
+
+    name: str
+    kind: PortKind
+    width: int = PLAIN_WIDTH
+    mutable: bool = False
+
+    @property
+    def channels(self) -> int:
+        """How many channels the port has (1 for a plain port)."""
+        return 1 if self.width == PLAIN_WIDTH else self.width
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimerSpec:
+    """``timer name(offset, period)`` in ns; ``mode``: the reactor's mode holding it."""
+
+    name: str
+    offset: int = 0
+    period: int = 0
+    mode: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionSpec:
+    """``logical|physical action name(min_delay, min_spacing, policy)``; times in ns,
+    ``min_spacing`` None means no spacing (not 0)."""
+
+    name: str
+    origin: Origin = Origin.LOGICAL
+    min_delay: int = 0
+    min_spacing: int | None = None
+    policy: Policy = Policy.DEFER
+    mode: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModeSpec:
+    name: str
+    initial: bool = False
+
+
+# --------------------------------------------------------------------------- references
+
+
+@dataclass(frozen=True)
+class BuiltinTrigger:
+    """``startup``, ``shutdown`` or ``reset`` as a trigger."""
+
+    KINDS: ClassVar[tuple[str, ...]] = tuple(Builtin)
+    kind: Builtin
+
+
+@dataclass(frozen=True)
+class TimerRef:
+    """A timer of the reaction's own reactor."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("timer",)
+    name: str
+
+
+@dataclass(frozen=True)
+class ActionRef:
+    """An action of the reaction's own reactor."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("action",)
+    name: str
+
+
+@dataclass(frozen=True)
+class PortRef:
+    """A port of ``reactor`` (the reaction's own reactor or a contained one), all channels."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("port",)
+    reactor: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ModeRef:
+    """A mode of the reaction's own reactor (an effect: the reaction may switch to it)."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("mode",)
+    name: str
+    transition: Transition
+
+
+#: A trigger, source or effect of a reaction.
+Ref = BuiltinTrigger | TimerRef | ActionRef | PortRef | ModeRef
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@dataclass(frozen=True)
+class PortArg:
+    """A port of ``reactor`` passed as itself (a Port, or a list of channels for a multiport)."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("port",)
+    name: str
+    reactor: int
+    port: str
+
+
+@dataclass(frozen=True)
+class MutableArg:
+    """An input passed as a ``mutable`` copy: ``.value`` is a deep copy per reaction."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("mutable",)
+    name: str
+    reactor: int
+    port: str
+
+
+@dataclass(frozen=True)
+class ActionArg:
+    KINDS: ClassVar[tuple[str, ...]] = ("action",)
+    name: str
+    action: str
+
+
+@dataclass(frozen=True)
+class ContainedArg:
+    """A contained instance, as an object with one attribute per port in ``ports``."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("contained",)
+    name: str
+    reactor: int
+    ports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BankArg:
+    """A contained bank, as a list (one per member) of objects with the ``ports``."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("bank",)
+    name: str
+    reactors: tuple[int, ...]
+    ports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BankPortsArg:
+    """One port of every member of a contained bank, as a list."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("bank_ports",)
+    name: str
+    reactors: tuple[int, ...]
+    port: str
+
+
+@dataclass(frozen=True)
+class ModeArg:
+    """A mode of the own reactor, to switch to with ``transition``."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("mode",)
+    name: str
+    mode: str
+    transition: Transition
+
+
+@dataclass(frozen=True)
+class ChannelsArg:
+    """A list of single channels (the ``src``/``dst`` of a ``_lf_forward`` reaction)."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("channels",)
+    name: str
+    channels: tuple[ChannelKey, ...]
+
+
+#: One parameter of a reaction function (after ``self``).
+Arg = (
+    PortArg | MutableArg | ActionArg | ContainedArg | BankArg | BankPortsArg | ModeArg | ChannelsArg
+)
+
+#: The function name of the synthetic reactions that forward a connection inside a mode.
+FORWARD = "_lf_forward"
+
+
+# --------------------------------------------------------------------------- the program
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReactionSpec:
+    """One reaction of one instance. ``index`` is 0-based within its reactor (inherited
+    reactions first); ``rank`` is the total priority order; ``deadline`` in ns."""
+
+    id: int
+    reactor: int
+    index: int
+    name: str | None = None
+    label: str | None = None
+    function: str
+    deadline: int | None = None
+    deadline_function: str | None = None
+    mode: str | None = None
+    triggers: tuple[Ref, ...] = ()
+    sources: tuple[Ref, ...] = ()
+    effects: tuple[Ref, ...] = ()
+    args: tuple[Arg, ...] = ()
+    level: int = 0
+    inferred_deadline: int | None = None
+    rank: int = 0
+    file: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReactorInstance:
+    """One reactor instance (a bank member is one). ``parent`` is None for the main reactor;
+    ``params`` names the module function ``(parent, bank_index) -> dict``; ``mode`` is the
+    parent's mode holding the instance; ``worker`` its placement, ``pin`` the ``n`` of an
+    ``@worker(n)`` attribute; ``reactions`` the ids of its reactions in index order."""
+
+    id: int
+    name: str
+    short: str
+    class_name: str = field(metadata=_key("class"))
+    pyclass: str
+    parent: int | None
+    bank_index: int = 0
+    bank_width: int = 1
+    params: str | None = None
+    mode: str | None = None
+    synthetic: Synthetic | None = None
+    file: str = ""
+    line: int = 0
+    label: str | None = None
+    worker: int = 0
+    pin: int | None = None
+    ports: tuple[PortSpec, ...] = ()
+    timers: tuple[TimerSpec, ...] = ()
+    actions: tuple[ActionSpec, ...] = ()
+    modes: tuple[ModeSpec, ...] = ()
+    reactions: tuple[int, ...] = ()
+
+    def port(self, name: str) -> PortSpec | None:
+        """The port called ``name``, or None."""
+        return next((p for p in self.ports if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A zero-delay connection of one channel to another; JSON ``[*src, *dst]``."""
+
+    src: ChannelKey
+    dst: ChannelKey
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connection:
+    """A connection as written in ``container`` (port level, for the viewer); ``delay`` in ns
+    of ``after`` (None without one)."""
+
+    sources: tuple[PortKey, ...] = field(metadata=_key("from"))
+    destinations: tuple[PortKey, ...] = field(metadata=_key("to"))
+    delay: int | None = None
+    physical: bool = False
+    iterated: bool = False
+    container: int
+    line: int = 0
+    label: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Program:
+    """The whole elaborated program (graph.json). ``reactors``: parents before children,
+    index == id; ``channels``: every zero-delay connection at channel level (after lowering);
+    ``connections``: as written, for the viewer; ``line_map``: generated module to ``.lf``."""
+
+    name: str
+    main_file: str = ""
+    source_directory: str = ""
+    package_directory: str = ""
+    module: str = ""
+    target: TargetSettings = TargetSettings()
+    reactors: tuple[ReactorInstance, ...]
+    reactions: tuple[ReactionSpec, ...]
+    channels: tuple[Channel, ...] = ()
+    connections: tuple[Connection, ...] = ()
+    line_map: tuple[LineRange, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a dict of JSON values) with ``"version"`` first."""
+        return {"version": FORMAT_VERSION, **_encode(self)}
+
+    def dumps(self) -> str:
+        """The JSON text of graph.json."""
+        return json.dumps(self.to_json(), indent=1)
+
+    @classmethod
+    def from_json(cls, data: object, source: str = "<graph.json>") -> Program:
+        """Decode the JSON form. ``source`` names it in errors.
+
+        Raises:
+            ProgramFormatError: another format version, or a field missing, unknown or of the
+                wrong type (the message names ``source`` and the field).
+        """
+        if not isinstance(data, dict):
+            raise ProgramFormatError(source, "expected a JSON object")
+        version = data.get("version")
+        if version != FORMAT_VERSION:
+            raise ProgramFormatError(
+                source,
+                f"format version: expected {FORMAT_VERSION}, found {version!r} "
+                "(rebuild the program with this lfc)",
+            )
+        try:
+            program = _decode_object(cls, {k: v for k, v in data.items() if k != "version"}, "")
+            _check_ids(program)
+        except _Mismatch as e:
+            raise ProgramFormatError(source, str(e)) from None
+        return program
+
+    @classmethod
+    def load(cls, path: str) -> Program:
+        """Read a graph.json file. Relative paths in it (files and directories) are taken
+        relative to the file's directory and made absolute.
+
+        Raises:
+            GraphError: the file cannot be read or is not JSON.
+            ProgramFormatError: see :meth:`from_json`.
+        """
+        where = os.path.abspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise GraphError(f"cannot read {where}: {e}") from None
+        return absolute_paths(cls.from_json(data, where), os.path.dirname(where))
+
+
+def load(path: str) -> Program:
+    """Same as :meth:`Program.load`."""
+    return Program.load(path)
+
+
+def decode_refs(items: object) -> tuple[Ref, ...]:
+    """Triggers, sources or effects from their JSON form (``[{"kind": "port", ...}]``).
+
+    Raises:
+        ProgramFormatError: an item of an unknown kind or shape.
+    """
+    try:
+        return _decode(tuple[Ref, ...], items, "refs")
+    except _Mismatch as e:
+        raise ProgramFormatError("<references>", str(e)) from None
+
+
+def decode_args(items: object) -> tuple[Arg, ...]:
+    """Reaction arguments from their JSON form (``[{"name": ..., "kind": ...}]``).
+
+    Raises:
+        ProgramFormatError: an item of an unknown kind or shape.
+    """
+    try:
+        return _decode(tuple[Arg, ...], items, "args")
+    except _Mismatch as e:
+        raise ProgramFormatError("<arguments>", str(e)) from None
+
+
+def absolute_paths(program: Program, base: str) -> Program:
+    """``program`` with its relative file and directory paths made absolute against ``base``."""
+
+    def fix(p: str) -> str:
+        return p if not p or os.path.isabs(p) else os.path.normpath(os.path.join(base, p))
+
+    return dataclasses.replace(
+        program,
+        main_file=fix(program.main_file),
+        source_directory=fix(program.source_directory),
+        package_directory=fix(program.package_directory),
+        reactors=tuple(dataclasses.replace(r, file=fix(r.file)) for r in program.reactors),
+        reactions=tuple(dataclasses.replace(r, file=fix(r.file)) for r in program.reactions),
+        line_map=tuple(r._replace(file=fix(r.file)) for r in program.line_map),
+    )
+
+
+def _check_ids(program: Program) -> None:
+    for i, r in enumerate(program.reactors):
+        if r.id != i:
+            raise _Mismatch(f"reactors[{i}].id", f"{i} (ids equal positions)", r.id)
+
+
+# --------------------------------------------------------------------------- JSON codec
+
+
+class _Mismatch(Exception):
+    """A JSON value that does not fit the model, at ``where`` (``reactors[3].ports[0].kind``)."""
+
+    def __init__(self, where: str, expected: str, found: object):
+        shown = repr(found) if len(repr(found)) <= 60 else repr(found)[:57] + "..."
+        super().__init__(f"{where or 'top level'}: expected {expected}, found {shown}")
+
+
+def _json_key(f: dataclasses.Field) -> str:
+    return f.metadata.get("json", f.name)
+
+
+def _encode(value: Any) -> Any:
+    """The JSON value of a model object (dataclass, enum, tuple record, tuple or scalar)."""
+    if dataclasses.is_dataclass(value):
+        out = {_json_key(f): _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, Channel):
+            return [*value.src, *value.dst]
+        kinds = getattr(value, "KINDS", None)
+        if kinds is not None and "kind" not in out:
+            out = {"kind": kinds[0], **out}
+        return out
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _decode(tp: Any, value: object, where: str) -> Any:
+    """Decode ``value`` as type ``tp``; raise :class:`_Mismatch` when it does not fit."""
+    origin = typing.get_origin(tp)
+    if origin in (types.UnionType, typing.Union):
+        return _decode_union(typing.get_args(tp), value, where)
+    if origin is tuple:
+        return _decode_list(typing.get_args(tp)[0], value, where)
+    if tp is Channel:
+        if not isinstance(value, list) or len(value) != 6:
+            raise _Mismatch(where, "[reactor, port, channel, reactor, port, channel]", value)
+        return Channel(
+            _decode(ChannelKey, value[:3], where + "[0:3]"),
+            _decode(ChannelKey, value[3:], where + "[3:6]"),
+        )
+    if dataclasses.is_dataclass(tp):
+        return _decode_object(tp, value, where)
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        if value not in {m.value for m in tp}:
+            raise _Mismatch(where, "one of " + ", ".join(repr(m.value) for m in tp), value)
+        return tp(value)
+    if isinstance(tp, type) and issubclass(tp, tuple):  # a NamedTuple record
+        return _decode_record(tp, value, where)
+    return _decode_scalar(tp, value, where)
+
+
+def _decode_scalar(tp: type, value: object, where: str) -> Any:
+    ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool))
+    if not ok:
+        raise _Mismatch(
+            where, {int: "an integer", str: "a string", bool: "true or false"}[tp], value
+        )
+    return value
+
+
+def _decode_list(item: Any, value: object, where: str) -> tuple:
+    if not isinstance(value, list):
+        raise _Mismatch(where, "a list", value)
+    return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _decode_record(tp: type, value: object, where: str) -> Any:
+    names = tp._fields  # type: ignore[attr-defined]
+    if not isinstance(value, list) or len(value) != len(names):
+        raise _Mismatch(where, "[" + ", ".join(names) + "]", value)
+    hints = _hints(tp)
+    return tp(
+        *(_decode(hints[n], v, f"{where}[{i}]") for i, (n, v) in enumerate(zip(names, value)))
+    )
+
+
+def _decode_union(options: tuple, value: object, where: str) -> Any:
+    if value is None and type(None) in options:
+        return None
+    rest = [o for o in options if o is not type(None)]
+    if len(rest) == 1:
+        return _decode(rest[0], value, where)
+    kind = value.get("kind") if isinstance(value, dict) else None
+    for cls in rest:
+        if kind in cls.KINDS:
+            return _decode_object(cls, value, where)
+    kinds = [k for cls in rest for k in cls.KINDS]
+    raise _Mismatch(where + ".kind", "one of " + ", ".join(map(repr, dict.fromkeys(kinds))), kind)
+
+
+def _decode_object(cls: Any, value: object, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise _Mismatch(where, "an object", value)
+    hints = _hints(cls)
+    fields = {_json_key(f): f for f in dataclasses.fields(cls)}
+    tagged = hasattr(cls, "KINDS") and "kind" not in fields
+    args = {}
+    for key, f in fields.items():
+        at = f"{where}.{key}" if where else key
+        if key not in value:
+            raise _Mismatch(at, "a value (the field is missing)", None)
+        args[f.name] = _decode(hints[f.name], value[key], at)
+    extra = set(value) - set(fields) - ({"kind"} if tagged else set())
+    if extra:
+        raise _Mismatch(where, "no field " + ", ".join(sorted(map(repr, extra))), value)
+    return cls(**args)
