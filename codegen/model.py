@@ -32,7 +32,7 @@ def program_of(
         target=target_settings(target),
         reactors=tuple(_instance(i) for i in prog.instances),
         reactions=tuple(_reaction(r) for r in prog.reactions),
-        channels=tuple(pm.Channel(pm.ChannelKey(*s), pm.ChannelKey(*d)) for s, d in prog.edges),
+        channels=tuple(pm.Channel(*s, *d) for s, d in prog.edges),
         connections=tuple(_connection(c) for c in prog.connections),
     )
 

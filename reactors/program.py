@@ -10,10 +10,9 @@ presence and type, and rejects unknown fields, so a graph.json written by anothe
 ``lfc`` (or by hand, wrongly) fails with a :class:`~reactors.errors.ProgramFormatError` that
 names the file and the offending field instead of failing later in the runtime.
 
-Encoding and decoding are driven by the dataclass fields: a field named ``x`` is the JSON key
-``x`` unless its metadata names another key; enums are their values; tuples are lists; the
-small tuple records (:class:`ChannelKey`, :class:`PortKey`, :class:`LineRange`) are JSON
-arrays; references and arguments carry a ``"kind"`` tag that selects their class.
+The JSON form follows the fields (:mod:`reactors.jsonform`): enums are their values, tuples are
+lists, the small tuple records (:class:`ChannelKey`, :class:`PortKey`, :class:`Channel`,
+:class:`LineRange`) are JSON arrays, and references and arguments carry a ``"kind"`` tag.
 """
 
 from __future__ import annotations
@@ -21,23 +20,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
 from .errors import GraphError, ProgramFormatError
+from .jsonform import Mismatch, decode, encode, key
 
 #: Version of the JSON form written by :meth:`Program.dumps` and accepted by :meth:`Program.load`.
 FORMAT_VERSION = 2
 #: ``width`` of a plain port (not a multiport); it has exactly one channel, index 0.
 PLAIN_WIDTH = -2
-
-
-def _key(name: str) -> dict[str, str]:
-    """Field metadata: the field's JSON key is ``name`` (for Python keywords and clearer names)."""
-    return {"json": name}
 
 
 # --------------------------------------------------------------------------- enumerations
@@ -352,7 +345,7 @@ class ReactorInstance:
     id: int
     name: str
     short: str
-    class_name: str = field(metadata=_key("class"))
+    class_name: str = field(metadata=key("class"))
     pyclass: str
     parent: int | None
     bank_index: int = 0
@@ -376,12 +369,23 @@ class ReactorInstance:
         return next((p for p in self.ports if p.name == name), None)
 
 
-@dataclass(frozen=True)
-class Channel:
-    """A zero-delay connection of one channel to another; JSON ``[*src, *dst]``."""
+class Channel(NamedTuple):
+    """A zero-delay connection of channel ``src`` to channel ``dst``; JSON ``[*src, *dst]``."""
 
-    src: ChannelKey
-    dst: ChannelKey
+    src_reactor: int
+    src_port: str
+    src_index: int
+    dst_reactor: int
+    dst_port: str
+    dst_index: int
+
+    @property
+    def src(self) -> ChannelKey:
+        return ChannelKey(*self[:3])
+
+    @property
+    def dst(self) -> ChannelKey:
+        return ChannelKey(*self[3:])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -389,8 +393,8 @@ class Connection:
     """A connection as written in ``container`` (port level, for the viewer); ``delay`` in ns
     of ``after`` (None without one)."""
 
-    sources: tuple[PortKey, ...] = field(metadata=_key("from"))
-    destinations: tuple[PortKey, ...] = field(metadata=_key("to"))
+    sources: tuple[PortKey, ...] = field(metadata=key("from"))
+    destinations: tuple[PortKey, ...] = field(metadata=key("to"))
     delay: int | None = None
     physical: bool = False
     iterated: bool = False
@@ -419,7 +423,7 @@ class Program:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (a dict of JSON values) with ``"version"`` first."""
-        return {"version": FORMAT_VERSION, **_encode(self)}
+        return {"version": FORMAT_VERSION, **encode(self)}
 
     def dumps(self) -> str:
         """The JSON text of graph.json."""
@@ -443,9 +447,9 @@ class Program:
                 "(rebuild the program with this lfc)",
             )
         try:
-            program = _decode_object(cls, {k: v for k, v in data.items() if k != "version"}, "")
+            program = decode(cls, {k: v for k, v in data.items() if k != "version"})
             _check_ids(program)
-        except _Mismatch as e:
+        except Mismatch as e:
             raise ProgramFormatError(source, str(e)) from None
         return program
 
@@ -479,8 +483,8 @@ def decode_refs(items: object) -> tuple[Ref, ...]:
         ProgramFormatError: an item of an unknown kind or shape.
     """
     try:
-        return _decode(tuple[Ref, ...], items, "refs")
-    except _Mismatch as e:
+        return decode(tuple[Ref, ...], items, "refs")
+    except Mismatch as e:
         raise ProgramFormatError("<references>", str(e)) from None
 
 
@@ -491,8 +495,8 @@ def decode_args(items: object) -> tuple[Arg, ...]:
         ProgramFormatError: an item of an unknown kind or shape.
     """
     try:
-        return _decode(tuple[Arg, ...], items, "args")
-    except _Mismatch as e:
+        return decode(tuple[Arg, ...], items, "args")
+    except Mismatch as e:
         raise ProgramFormatError("<arguments>", str(e)) from None
 
 
@@ -502,6 +506,10 @@ def absolute_paths(program: Program, base: str) -> Program:
     def fix(p: str) -> str:
         return p if not p or os.path.isabs(p) else os.path.normpath(os.path.join(base, p))
 
+    files = [program.main_file, program.source_directory, program.package_directory]
+    files += [r.file for r in program.reactors] + [r.file for r in program.reactions]
+    if all(fix(f) == f for f in files + [r.file for r in program.line_map]):
+        return program  # lfc writes absolute paths
     return dataclasses.replace(
         program,
         main_file=fix(program.main_file),
@@ -516,127 +524,4 @@ def absolute_paths(program: Program, base: str) -> Program:
 def _check_ids(program: Program) -> None:
     for i, r in enumerate(program.reactors):
         if r.id != i:
-            raise _Mismatch(f"reactors[{i}].id", f"{i} (ids equal positions)", r.id)
-
-
-# --------------------------------------------------------------------------- JSON codec
-
-
-class _Mismatch(Exception):
-    """A JSON value that does not fit the model, at ``where`` (``reactors[3].ports[0].kind``)."""
-
-    def __init__(self, where: str, expected: str, found: object):
-        shown = repr(found) if len(repr(found)) <= 60 else repr(found)[:57] + "..."
-        super().__init__(f"{where or 'top level'}: expected {expected}, found {shown}")
-
-
-def _json_key(f: dataclasses.Field) -> str:
-    return f.metadata.get("json", f.name)
-
-
-def _encode(value: Any) -> Any:
-    """The JSON value of a model object (dataclass, enum, tuple record, tuple or scalar)."""
-    if dataclasses.is_dataclass(value):
-        out = {_json_key(f): _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, Channel):
-            return [*value.src, *value.dst]
-        kinds = getattr(value, "KINDS", None)
-        if kinds is not None and "kind" not in out:
-            out = {"kind": kinds[0], **out}
-        return out
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    return value
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _decode(tp: Any, value: object, where: str) -> Any:
-    """Decode ``value`` as type ``tp``; raise :class:`_Mismatch` when it does not fit."""
-    origin = typing.get_origin(tp)
-    if origin in (types.UnionType, typing.Union):
-        return _decode_union(typing.get_args(tp), value, where)
-    if origin is tuple:
-        return _decode_list(typing.get_args(tp)[0], value, where)
-    if tp is Channel:
-        if not isinstance(value, list) or len(value) != 6:
-            raise _Mismatch(where, "[reactor, port, channel, reactor, port, channel]", value)
-        return Channel(
-            _decode(ChannelKey, value[:3], where + "[0:3]"),
-            _decode(ChannelKey, value[3:], where + "[3:6]"),
-        )
-    if dataclasses.is_dataclass(tp):
-        return _decode_object(tp, value, where)
-    if isinstance(tp, type) and issubclass(tp, StrEnum):
-        if value not in {m.value for m in tp}:
-            raise _Mismatch(where, "one of " + ", ".join(repr(m.value) for m in tp), value)
-        return tp(value)
-    if isinstance(tp, type) and issubclass(tp, tuple):  # a NamedTuple record
-        return _decode_record(tp, value, where)
-    return _decode_scalar(tp, value, where)
-
-
-def _decode_scalar(tp: type, value: object, where: str) -> Any:
-    ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool))
-    if not ok:
-        raise _Mismatch(
-            where, {int: "an integer", str: "a string", bool: "true or false"}[tp], value
-        )
-    return value
-
-
-def _decode_list(item: Any, value: object, where: str) -> tuple:
-    if not isinstance(value, list):
-        raise _Mismatch(where, "a list", value)
-    return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value))
-
-
-def _decode_record(tp: type, value: object, where: str) -> Any:
-    names = tp._fields  # type: ignore[attr-defined]
-    if not isinstance(value, list) or len(value) != len(names):
-        raise _Mismatch(where, "[" + ", ".join(names) + "]", value)
-    hints = _hints(tp)
-    return tp(
-        *(_decode(hints[n], v, f"{where}[{i}]") for i, (n, v) in enumerate(zip(names, value)))
-    )
-
-
-def _decode_union(options: tuple, value: object, where: str) -> Any:
-    if value is None and type(None) in options:
-        return None
-    rest = [o for o in options if o is not type(None)]
-    if len(rest) == 1:
-        return _decode(rest[0], value, where)
-    kind = value.get("kind") if isinstance(value, dict) else None
-    for cls in rest:
-        if kind in cls.KINDS:
-            return _decode_object(cls, value, where)
-    kinds = [k for cls in rest for k in cls.KINDS]
-    raise _Mismatch(where + ".kind", "one of " + ", ".join(map(repr, dict.fromkeys(kinds))), kind)
-
-
-def _decode_object(cls: Any, value: object, where: str) -> Any:
-    if not isinstance(value, dict):
-        raise _Mismatch(where, "an object", value)
-    hints = _hints(cls)
-    fields = {_json_key(f): f for f in dataclasses.fields(cls)}
-    tagged = hasattr(cls, "KINDS") and "kind" not in fields
-    args = {}
-    for key, f in fields.items():
-        at = f"{where}.{key}" if where else key
-        if key not in value:
-            raise _Mismatch(at, "a value (the field is missing)", None)
-        args[f.name] = _decode(hints[f.name], value[key], at)
-    extra = set(value) - set(fields) - ({"kind"} if tagged else set())
-    if extra:
-        raise _Mismatch(where, "no field " + ", ".join(sorted(map(repr, extra))), value)
-    return cls(**args)
+            raise Mismatch(f"{i} (ids equal positions)", r.id).within(f"reactors[{i}].id")

@@ -155,11 +155,7 @@ class Kit:
     ) -> None:
         """Connect ``width`` channels of ``src.sport`` to ``dst.dport`` (zero delay)."""
         for i in range(width):
-            self.channels.append(
-                pm.Channel(
-                    pm.ChannelKey(src, sport, src_ch + i), pm.ChannelKey(dst, dport, dst_ch + i)
-                )
-            )
+            self.channels.append(pm.Channel(src, sport, src_ch + i, dst, dport, dst_ch + i))
 
     def _default_args(self, rid: int, items: list[Item], mutable: Sequence[str]) -> list[pm.Arg]:
         args: list[pm.Arg] = []
