@@ -7,6 +7,8 @@ import os
 import re
 from dataclasses import dataclass, replace
 
+from reactors.placement import placed
+
 from . import tree
 from .analyse import Analysis, analyse
 from .check import check_classes, check_defines, check_files, find_main
@@ -16,6 +18,7 @@ from .elaborate import elaborate
 from .emit import Output, emit_program
 from .instance import Elaborated
 from .loader import Program, load, project_root, resolve_import
+from .model import program_of
 from .names import check_define_names
 from .parse import parse_define, parse_file
 from .target import TargetConfig, read_target
@@ -105,17 +108,8 @@ def compile_file(
     out = Output(out_root or project_root(main_file), f.main.name)
     files = _target_files(main_file, f.target, rep)
     rep.check()
-    emit_program(
-        out,
-        main_file,
-        classes,
-        _file_preambles(f.program),
-        f.prog,
-        f.target,
-        project_root(main_file),
-        files,
-        f.analysis,
-    )
+    model = program_of(f.prog, f.analysis, f.target, out.name, main_file, project_root(main_file))
+    emit_program(out, classes, _file_preambles(f.program), f.prog, placed(model), files)
     if not no_compile:
         _syntax_check(out, rep)
     return out

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import shutil
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jinja2
 
+from reactors.program import LineRange, Program
+
 from . import tree
-from .analyse import Analysis
 from .classes import ReactorClass
-from .instance import Elaborated, Instance, ReactionInst
-from .pyexpr import indent, lf_text, python
-from .target import TargetConfig
+from .instance import Elaborated, ReactionInst
+from .pyexpr import indent, python
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("codegen", "templates"),
@@ -88,14 +88,14 @@ class _Markers:
             self.labels[file], self.paths[label] = label, file
         return self.labels[file]
 
-    def line_map(self, text: str) -> list[list]:
-        """``[first, last, lf_file, lf_line]`` for every marked range of ``text``.
+    def line_map(self, text: str) -> tuple[LineRange, ...]:
+        """The module lines of every marked range of ``text`` and their ``.lf`` lines.
 
         A body's range covers its own lines only (what follows it in the module, e.g. the
         next class after a file-level preamble, belongs to no ``.lf`` line), so ranges never
         overlap.
         """
-        out: list[list] = []
+        out: list[LineRange] = []
         lines = text.splitlines()
         for i, line in enumerate(lines, start=1):
             m = _MARK.search(line)
@@ -104,10 +104,10 @@ class _Markers:
             path, lf_line = self.paths.get(m.group(1), m.group(1)), int(m.group(2))
             if line.strip().startswith("#"):  # a body follows, as deep as the marker or deeper
                 marker = f"{m.group(1)}:{m.group(2)}"
-                out.append([i + 1, self._body_end(lines, i, marker), path, lf_line])
+                out.append(LineRange(i + 1, self._body_end(lines, i, marker), path, lf_line))
             else:
-                out.append([i, i, path, lf_line])
-        return out
+                out.append(LineRange(i, i, path, lf_line))
+        return tuple(out)
 
     def _body_end(self, lines: list[str], marker_line: int, marker: str) -> int:
         """The last module line (1-based) of the body under the marker on ``marker_line``:
@@ -214,26 +214,26 @@ def _site_items(site: tuple, marks: _Markers) -> list[str]:
 
 def emit_program(
     out: Output,
-    main_file: str,
     classes: list[ReactorClass],
     preambles: list[tree.Preamble],
     prog: Elaborated,
-    target: TargetConfig,
-    package_dir: str,
+    program: Program,
     files: list[str],
-    analysis: Analysis,
 ) -> None:
     """Write the module, graph.json, copied ``files`` and the launcher under ``out``.
+
+    ``prog`` is the elaborated program the module's classes and parameter functions come from;
+    ``program`` its model (placement included), written as graph.json with the module's line
+    map filled in.
 
     Raises:
         OSError: the output folder cannot be written.
     """
     marks_views = _reactions_by_class(prog)
     os.makedirs(out.src_dir, exist_ok=True)
-    text, line_map = _render(main_file, classes, preambles, prog, marks_views)
+    text, line_map = _render(program.main_file, classes, preambles, prog, marks_views)
     _write(out.module, text)
-    graph = graph_json(out, main_file, prog, target, package_dir, line_map, analysis)
-    _write(out.graph, json.dumps(graph, indent=1))
+    _write(out.graph, replace(program, line_map=line_map).dumps())
     for f in files:
         _copy_into(f, out.src_dir)
     os.makedirs(os.path.dirname(out.launcher), exist_ok=True)
@@ -272,162 +272,6 @@ def _render(main_file, classes, preambles, prog, by_class):
     return text, marks.line_map(text)
 
 
-def graph_json(
-    out: Output,
-    main_file: str,
-    prog: Elaborated,
-    target: TargetConfig,
-    package_dir: str,
-    line_map: list,
-    analysis: Analysis,
-) -> dict:
-    """The elaborated program as the JSON document of docs/PROGRAM.md, with the placement of
-    every reactor for the target's number of workers."""
-    graph = {
-        "version": 1,
-        "name": out.name,
-        "main_file": main_file,
-        "source_directory": os.path.dirname(main_file),
-        "package_directory": package_dir,
-        "module": f"{out.name}.py",
-        "target": target.to_json(),
-        "reactors": [_instance_json(i) for i in prog.instances],
-        "reactions": [_reaction_json(r, analysis) for r in prog.reactions],
-        "channels": [[*s, *d] for s, d in prog.edges],
-        "connections": [
-            {
-                "from": [list(e) for e in c.lhs],
-                "to": [list(e) for e in c.rhs],
-                "delay": c.delay,
-                "physical": c.physical,
-                "iterated": c.iterated,
-                "container": c.container,
-                "line": c.line,
-                "label": c.label,
-            }
-            for c in prog.connections
-        ],
-        "line_map": line_map,
-        "main_parameters": main_parameters(prog),
-    }
-    _place(graph, target)
-    return graph
-
-
-def main_parameters(prog: Elaborated) -> list[dict]:
-    """The main reactor's parameters for the program's ``--help``: ``name``, ``type`` (the
-    declared type's text, or None), ``default`` (the value's ``.lf`` text, after any
-    ``lfc -D``), ``file`` and ``line`` (of the declaration: the main file, or the file of
-    the superclass it is inherited from)."""
-    site, main, _ = prog.sites["_lf_params_main"]  # site: the -D values as assignments
-    given = {a.name: a.value for a in site.node.assignments} if site else {}
-    return [
-        {
-            "name": p.name,
-            "type": p.type,
-            "default": lf_text(given.get(p.name, p.default)),
-            "file": p.pos.file,
-            "line": p.pos.line,
-        }
-        for p in main.parameters
-        if p.name != "bank_index"
-    ]
-
-
-def _place(graph: dict, target: TargetConfig) -> None:
-    """Write ``"worker"`` on every reactor: the runtime's placement for ``workers`` (0: this
-    machine's cores; 1 when single-threaded). The runtime recomputes it for ``-w N``."""
-    from reactors.placement import place, resolve_workers
-
-    workers = 1 if target.single_threaded else resolve_workers(graph, target.workers)
-    for info, worker in zip(graph["reactors"], place(graph, workers)):
-        info["worker"] = worker
-
-
-def _pin(i: Instance) -> int | None:
-    """The worker ``n`` of a ``@worker(n)`` attribute on the instantiation, or None."""
-    a = next((a for a in (i.site.attributes if i.site else ()) if a.name == "worker"), None)
-    if a is None or not a.params or not isinstance(a.params[0].value, tree.Literal):
-        return None
-    try:
-        return int(a.params[0].value.text)
-    except ValueError:
-        return None
-
-
-def _instance_json(i: Instance) -> dict:
-    label = next((a for a in (i.site.attributes if i.site else ()) if a.name == "label"), None)
-    return {
-        "id": i.id,
-        "name": i.name,
-        "short": i.short,
-        "class": i.cls.name,
-        "pyclass": i.cls.pyclass,
-        "parent": i.parent.id if i.parent else None,
-        "bank_index": i.bank_index,
-        "bank_width": i.bank_width,
-        "params": i.params_fn,
-        "mode": i.mode,
-        "synthetic": i.synthetic,
-        "file": i.cls.file,
-        "line": (i.site.pos.line if i.site else i.cls.decl.pos.line),
-        "label": _label(label),
-        "worker": i.worker,
-        "pin": _pin(i),
-        "ports": [
-            {"name": p.name, "kind": p.kind, "width": p.width, "mutable": p.mutable}
-            for p in i.ports.values()
-        ],
-        "timers": [
-            {"name": t.name, "offset": t.offset, "period": t.period, "mode": t.mode}
-            for t in i.timers
-        ],
-        "actions": [
-            {
-                "name": a.name,
-                "origin": a.origin,
-                "min_delay": a.min_delay,
-                "min_spacing": a.min_spacing,
-                "policy": a.policy,
-                "mode": a.mode,
-            }
-            for a in i.actions
-        ],
-        "modes": [{"name": m.name, "initial": m.initial} for m in i.cls.modes],
-        "reactions": [r.id for r in sorted(i.reactions, key=lambda r: r.index)],
-    }
-
-
-def _label(a: tree.Attribute | None) -> str | None:
-    if a is None or not a.params or not isinstance(a.params[0].value, tree.Literal):
-        return None
-    return a.params[0].value.text.strip('"')
-
-
-def _reaction_json(r: ReactionInst, analysis: Analysis) -> dict:
-    label = next((a for a in (r.node.attributes if r.node else ()) if a.name == "label"), None)
-    return {
-        "id": r.id,
-        "reactor": r.owner.id,
-        "index": r.index,
-        "name": r.node.name if r.node else None,
-        "label": _label(label),
-        "function": r.function,
-        "deadline": r.deadline,
-        "deadline_function": r.deadline_function,
-        "mode": r.mode,
-        "triggers": [t.to_json() for t in r.triggers],
-        "sources": [t.to_json() for t in r.sources],
-        "effects": [t.to_json() for t in r.effects],
-        "args": r.args,
-        "level": analysis.levels[r.id],
-        "inferred_deadline": analysis.inferred_deadlines[r.id],
-        "rank": analysis.ranks[r.id],
-        "file": r.file,
-        "line": r.line,
-    }
-
-
 def _write(path: str, text: str) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -436,8 +280,6 @@ def _write(path: str, text: str) -> None:
 
 
 def _copy_into(src: str, dest_dir: str) -> None:
-    import shutil
-
     target = os.path.join(dest_dir, os.path.basename(src.rstrip("/")))
     if os.path.isdir(src):
         shutil.copytree(src, target, dirs_exist_ok=True)

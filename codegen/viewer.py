@@ -5,7 +5,7 @@ self-contained page that opens offline: the program drawn the way LF draws it (s
 in the browser by ELK (elkjs, vendored in ``codegen/vendor/``) and drawn as SVG by the script in
 ``templates/viewer.html.j2``. Nothing is fetched from the network.
 
-``graph.json`` is the elaborated program (banks expanded, ``after``/``~>`` lowered to synthetic
+``graph.json`` is the elaborated program (:class:`reactors.program.Program`; banks expanded, ``after``/``~>`` lowered to synthetic
 delay instances, connections inside modes lowered to ``_lf_forward`` reactions). This module turns
 it back into what the user wrote: one box per bank (its members' levels, workers and timings
 merged), the ``connections`` list as written with its delays, and no synthetic instances or
@@ -37,6 +37,27 @@ from pathlib import Path
 
 import jinja2
 
+from reactors.errors import GraphError
+from reactors.program import (
+    FORWARD,
+    PLAIN_WIDTH,
+    ActionRef,
+    ActionSpec,
+    BuiltinTrigger,
+    Connection,
+    ModeRef,
+    Policy,
+    PortKey,
+    PortKind,
+    PortRef,
+    PortSpec,
+    Program,
+    ReactionSpec,
+    Ref,
+    TimerRef,
+    TimerSpec,
+    Transition,
+)
 from reactors.reaction import reaction_index, reaction_number
 from reactors.units import format_duration as format_time
 
@@ -97,217 +118,219 @@ class Diagram:
     ``d<id>``, ``z<id>``, a mode ``m<id>:<name>``; a leaf's dependency ports add ``:i``/``:o``.
     """
 
-    def __init__(self, graph: dict, times: Times | None = None):
-        self.graph = graph
+    def __init__(self, program: Program, times: Times | None = None):
+        self.program = program
         self.times = times or {}
-        self.reactors = {r["id"]: r for r in graph["reactors"]}
-        self.reactions = {x["id"]: x for x in graph["reactions"]}
+        self.reactors = {r.id: r for r in program.reactors}
+        self.reactions = {x.id: x for x in program.reactions}
         self.rep: dict[int, int] = {}
         self.members: dict[int, list[int]] = defaultdict(list)
         first: dict[str, int] = {}
-        for r in graph["reactors"]:
-            self.rep[r["id"]] = first.setdefault(bank_free(r["name"]), r["id"])
-            self.members[self.rep[r["id"]]].append(r["id"])
+        for r in program.reactors:
+            self.rep[r.id] = first.setdefault(bank_free(r.name), r.id)
+            self.members[self.rep[r.id]].append(r.id)
         self.hidden: set[int] = set()
-        for r in graph["reactors"]:  # parents come before children
-            if r["synthetic"] or r["parent"] in self.hidden:
-                self.hidden.add(r["id"])
-        self.by_index = {(x["reactor"], x["index"]): x for x in graph["reactions"]}
+        for r in program.reactors:  # parents come before children
+            if r.synthetic or r.parent in self.hidden:
+                self.hidden.add(r.id)
+        self.by_index = {(x.reactor, x.index): x for x in program.reactions}
         self.children: dict[int, list[int]] = defaultdict(list)  # drawn boxes only
-        for r in graph["reactors"]:
-            rid = r["id"]
-            if r["parent"] is not None and self.rep[rid] == rid and rid not in self.hidden:
-                self.children[r["parent"]].append(rid)
+        for r in program.reactors:
+            if r.parent is not None and self.rep[r.id] == r.id and r.id not in self.hidden:
+                self.children[r.parent].append(r.id)
         self.edges: dict[int, dict[tuple, dict]] = defaultdict(dict)
 
     def to_dict(self) -> dict:
         """The whole diagram: program facts and the main reactor's box."""
-        main = next(r for r in self.graph["reactors"] if r["parent"] is None)
-        t = self.graph["target"]
+        main = next(r for r in self.program.reactors if r.parent is None)
+        t = self.program.target
         return {
-            "name": self.graph["name"],
-            "file": self.graph["main_file"],
-            "timeout": format_time(t["timeout"]),
-            "workers": t["workers"],
-            "workers_text": workers_text(t["workers"], bool(t.get("single_threaded"))),
-            "fast": t["fast"],
+            "name": self.program.name,
+            "file": self.program.main_file,
+            "timeout": format_time(t.timeout),
+            "workers": t.workers,
+            "workers_text": workers_text(t.workers, t.single_threaded),
+            "fast": t.fast,
             "traced": bool(self.times),
-            "root": self.box(main["id"]),
+            "root": self.box(main.id),
         }
 
     def box(self, rid: int) -> dict:
+        """The box of reactor ``rid`` (a bank's first member stands for the bank)."""
         r = self.reactors[rid]
         for x in self.visible_reactions(rid):
             self.add_reaction_edges(rid, x)
-        for c in self.graph["connections"]:
-            if c["container"] == rid:
+        for c in self.program.connections:
+            if c.container == rid:
                 self.add_connection(rid, c)
         children = [self.box(c) for c in self.children[rid]] + self.leaves(rid)
         return {
             "id": f"r{rid}",
             "kind": "reactor",
-            "inst": r["short"],
-            "class": r["class"],
-            "full": bank_free(r["name"]),
-            "main": r["parent"] is None,
-            "bank": r["bank_width"] if r["parent"] is not None else 1,
-            "mode": r["mode"],
-            "file": r["file"],
-            "line": r["line"],
-            "label": r["label"],
-            "workers": sorted({self.reactors[m]["worker"] for m in self.members[rid]}),
-            "ports": [self.port(rid, p) for p in r["ports"]],
+            "inst": r.short,
+            "class": r.class_name,
+            "full": bank_free(r.name),
+            "main": r.parent is None,
+            "bank": r.bank_width if r.parent is not None else 1,
+            "mode": r.mode,
+            "file": r.file,
+            "line": r.line,
+            "label": r.label,
+            "workers": sorted({self.reactors[m].worker for m in self.members[rid]}),
+            "ports": [self.port(rid, p) for p in r.ports],
             "modes": [
-                {"id": f"m{rid}:{m['name']}", "name": m["name"], "initial": m["initial"]}
-                for m in r["modes"]
+                {"id": f"m{rid}:{m.name}", "name": m.name, "initial": m.initial} for m in r.modes
             ],
             "children": children,
             "edges": list(self.edges[rid].values()),
         }
 
-    def port(self, rid: int, p: dict) -> dict:
+    @staticmethod
+    def port(rid: int, p: PortSpec) -> dict:
         return {
-            "id": f"r{rid}:{p['name']}",
-            "name": p["name"],
-            "dir": "in" if p["kind"] == "input" else "out",
-            "width": p["width"] if p["width"] != -2 else None,
+            "id": f"r{rid}:{p.name}",
+            "name": p.name,
+            "dir": "in" if p.kind == PortKind.INPUT else "out",
+            "width": p.width if p.width != PLAIN_WIDTH else None,
         }
 
-    def visible_reactions(self, rid: int) -> list[dict]:
+    def visible_reactions(self, rid: int) -> list[ReactionSpec]:
         return [
             self.reactions[i]
-            for i in self.reactors[rid]["reactions"]
-            if self.reactions[i]["function"] != "_lf_forward"
+            for i in self.reactors[rid].reactions
+            if self.reactions[i].function != FORWARD
         ]
 
     def leaves(self, rid: int) -> list[dict]:
         """Reactions, timers, actions and startup/shutdown/reset triggers of one reactor."""
         r, xs = self.reactors[rid], self.visible_reactions(rid)
-        kinds = {t["kind"] for x in xs for t in x["triggers"]}
-        out = [
+        kinds = {t.kind for x in xs for t in x.triggers if isinstance(t, BuiltinTrigger)}
+        out: list[dict] = [
             {"id": f"{_PREFIX[k]}{rid}", "kind": k, "mode": None}
             for k in ("startup", "shutdown", "reset")
             if k in kinds
         ]
         out += [
             {
-                "id": f"t{rid}:{t['name']}",
+                "id": f"t{rid}:{t.name}",
                 "kind": "timer",
-                "name": t["name"],
-                "mode": t["mode"],
+                "name": t.name,
+                "mode": t.mode,
                 "text": self.timer_text(t),
             }
-            for t in r["timers"]
+            for t in r.timers
         ]
         out += [
             {
-                "id": f"a{rid}:{a['name']}",
+                "id": f"a{rid}:{a.name}",
                 "kind": "action",
-                "name": a["name"],
-                "mode": a["mode"],
-                "origin": a["origin"][0].upper(),
+                "name": a.name,
+                "mode": a.mode,
+                "origin": a.origin.value[0].upper(),
                 "text": self.action_text(a),
             }
-            for a in r["actions"]
+            for a in r.actions
         ]
         return out + [self.reaction(rid, x, len(xs) > 1) for x in xs]
 
     @staticmethod
-    def timer_text(t: dict) -> list[str]:
-        if t["offset"] == 0 and not t["period"]:
+    def timer_text(t: TimerSpec) -> list[str]:
+        if t.offset == 0 and not t.period:
             return []
-        return [f"({format_time(t['offset'])}, {format_time(t['period'] or 0)})"]
+        return [f"({format_time(t.offset)}, {format_time(t.period or 0)})"]
 
     @staticmethod
-    def action_text(a: dict) -> list[str]:
-        text = [f"min delay: {format_time(a['min_delay'])}"] if a["min_delay"] else []
-        if a["min_spacing"] is not None:
-            text.append(f"min spacing: {format_time(a['min_spacing'])}")
-        return text + ([f"policy: {a['policy']}"] if a["policy"] not in (None, "defer") else [])
+    def action_text(a: ActionSpec) -> list[str]:
+        text = [f"min delay: {format_time(a.min_delay)}"] if a.min_delay else []
+        if a.min_spacing is not None:
+            text.append(f"min spacing: {format_time(a.min_spacing)}")
+        return text + ([f"policy: {a.policy.value}"] if a.policy != Policy.DEFER else [])
 
-    def reaction(self, rid: int, x: dict, numbered: bool) -> dict:
+    def reaction(self, rid: int, x: ReactionSpec, numbered: bool) -> dict:
         """One reaction, merged over the bank members (levels, workers and times of them all)."""
-        same = [self.by_index[m, x["index"]] for m in self.members[rid]]
-        timed = [
-            self.times.get((self.reactors[m["reactor"]]["name"], m["index"]), (0.0, 0))
-            for m in same
-        ]
+        same = [self.by_index[m, x.index] for m in self.members[rid]]
+        timed = [self.times.get((self.reactors[m.reactor].name, m.index), (0.0, 0)) for m in same]
         us, calls = sum(t for t, _ in timed), sum(n for _, n in timed)
         return {
-            "id": f"x{x['id']}",
+            "id": f"x{x.id}",
             "kind": "reaction",
-            "n": reaction_number(x["index"]),
+            "n": reaction_number(x.index),
             "numbered": numbered,
-            "name": x["name"],
-            "label": x["label"],
-            "mode": x["mode"],
-            "deadline": format_time(x["deadline"]),
-            "inferred_deadline": format_time(x["inferred_deadline"]),
-            "levels": sorted({m["level"] for m in same}),
-            "ranks": sorted({m["rank"] for m in same}),
-            "workers": sorted({self.reactors[m["reactor"]]["worker"] for m in same}),
-            "triggers": [self.ref_text(rid, t) for t in x["triggers"]],
-            "file": x["file"],
-            "line": x["line"],
+            "name": x.name,
+            "label": x.label,
+            "mode": x.mode,
+            "deadline": format_time(x.deadline),
+            "inferred_deadline": format_time(x.inferred_deadline),
+            "levels": sorted({m.level for m in same}),
+            "ranks": sorted({m.rank for m in same}),
+            "workers": sorted({self.reactors[m.reactor].worker for m in same}),
+            "triggers": [self.ref_text(rid, t) for t in x.triggers],
+            "file": x.file,
+            "line": x.line,
             "us": us if calls else None,
             "calls": calls,
         }
 
-    def ref_text(self, rid: int, ref: dict) -> str:
+    def ref_text(self, rid: int, ref: Ref) -> str:
         """A trigger as written in the reaction's signature: ``t``, ``inp``, ``c.out``."""
-        if ref["kind"] == "port" and self.rep[ref["reactor"]] != rid:
-            return f"{self.reactors[ref['reactor']]['short']}.{ref['name']}"
-        return ref.get("name", ref["kind"])
+        if isinstance(ref, PortRef) and self.rep[ref.reactor] != rid:
+            return f"{self.reactors[ref.reactor].short}.{ref.name}"
+        return ref.kind.value if isinstance(ref, BuiltinTrigger) else ref.name
 
-    def endpoint(self, rid: int, ref: dict, side: str) -> str | None:
+    def endpoint(self, rid: int, ref: Ref, side: str) -> str | None:
         """The ELK port id of a trigger/source/effect of a reaction of ``rid``."""
-        kind = ref["kind"]
-        if kind == "port":
-            owner = ref["reactor"]
-            return None if owner in self.hidden else f"r{self.rep[owner]}:{ref['name']}"
-        name = f":{ref['name']}" if "name" in ref else ""
-        return f"{_PREFIX[kind]}{rid}{name}:{side}"
+        if isinstance(ref, PortRef):
+            owner = ref.reactor
+            return None if owner in self.hidden else f"r{self.rep[owner]}:{ref.name}"
+        if isinstance(ref, BuiltinTrigger):
+            return f"{_PREFIX[ref.kind.value]}{rid}:{side}"
+        if isinstance(ref, TimerRef):
+            return f"t{rid}:{ref.name}:{side}"
+        return f"a{rid}:{ref.name}:{side}" if isinstance(ref, ActionRef) else None
 
-    def add_reaction_edges(self, rid: int, x: dict) -> None:
-        me = f"x{x['id']}"
-        for ref in x["triggers"] + x["sources"]:
+    def add_reaction_edges(self, rid: int, x: ReactionSpec) -> None:
+        me = f"x{x.id}"
+        for ref in x.triggers + x.sources:
             src = self.endpoint(rid, ref, "o")
             if src:
-                self.add_edge(rid, src, f"{me}:i", "dep", source=ref in x["sources"])
-        for ref in x["effects"]:
-            if ref["kind"] == "mode" and x["mode"]:
-                label = ", ".join(self.ref_text(rid, t) for t in x["triggers"])
-                self.add_edge(
-                    rid,
-                    f"{me}:o",
-                    f"m{rid}:{ref['name']}",
-                    "mode",
-                    label=label,
-                    history=ref["transition"] == "history",
-                )
+                self.add_edge(rid, src, f"{me}:i", "dep", source=ref in x.sources)
+        for ref in x.effects:
+            if isinstance(ref, ModeRef):
+                if x.mode:
+                    label = ", ".join(self.ref_text(rid, t) for t in x.triggers)
+                    self.add_edge(
+                        rid,
+                        f"{me}:o",
+                        f"m{rid}:{ref.name}",
+                        "mode",
+                        label=label,
+                        history=ref.transition == Transition.HISTORY,
+                    )
             elif dst := self.endpoint(rid, ref, "i"):
                 self.add_edge(rid, f"{me}:o", dst, "dep")
 
-    def add_connection(self, rid: int, conn: dict) -> None:
+    def add_connection(self, rid: int, conn: Connection) -> None:
         """One connection as written: an edge per pair of ports whose channels it joins."""
-        left, right = conn["from"], conn["to"]
+        left, right = conn.sources, conn.destinations
         bold = len(left) + len(right) > 2 or any(self.width(i, p) > 1 for i, p in left + right)
-        for i, j in self.port_pairs(left, right, conn["iterated"]):
+        for i, j in self.port_pairs(left, right, conn.iterated):
             (si, sp), (di, dp) = left[i], right[j]
             self.add_edge(
                 rid,
                 f"r{self.rep[si]}:{sp}",
                 f"r{self.rep[di]}:{dp}",
                 "conn",
-                label=format_time(conn["delay"]),
-                physical=conn["physical"],
+                label=format_time(conn.delay),
+                physical=conn.physical,
                 bold=bold,
-                iterated=conn["iterated"],
-                line=conn["line"],
-                user_label=conn["label"],
+                iterated=conn.iterated,
+                line=conn.line,
+                user_label=conn.label,
             )
 
-    def port_pairs(self, left: list, right: list, iterated: bool) -> set[tuple[int, int]]:
+    def port_pairs(
+        self, left: tuple[PortKey, ...], right: tuple[PortKey, ...], iterated: bool
+    ) -> set[tuple[int, int]]:
         """Indices (i, j) such that some channel of ``left[i]`` flows into ``right[j]``."""
         starts, total = [], 0
         for i, p in left:
@@ -323,10 +346,11 @@ class Diagram:
         return pairs
 
     def width(self, rid: int, port: str) -> int:
-        p = next(p for p in self.reactors[rid]["ports"] if p["name"] == port)
-        return 1 if p["width"] == -2 else max(p["width"], 0)
+        p = self.reactors[rid].port(port)
+        assert p is not None, f"{self.reactors[rid].name} has no port {port}"
+        return 1 if p.width == PLAIN_WIDTH else max(p.width, 0)
 
-    def add_edge(self, rid: int, src: str, dst: str, kind: str, **info) -> None:
+    def add_edge(self, rid: int, src: str, dst: str, kind: str, **info: object) -> None:
         key = (src, dst, kind, info.get("label"))
         if key not in self.edges[rid]:
             self.edges[rid][key] = {
@@ -338,16 +362,16 @@ class Diagram:
             }
 
 
-def render(graph: dict, times: Times | None = None) -> str:
-    """The complete HTML page for ``graph`` (a parsed graph.json)."""
+def render(program: Program, times: Times | None = None) -> str:
+    """The complete HTML page for ``program`` (read from graph.json)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=False,
         keep_trailing_newline=True,
     )
-    data = json.dumps(Diagram(graph, times).to_dict(), separators=(",", ":"))
+    data = json.dumps(Diagram(program, times).to_dict(), separators=(",", ":"))
     return env.get_template("viewer.html.j2").render(
-        title=graph["name"],
+        title=program.name,
         data=data.replace("</", "<\\/"),
         elk_js=ELK_JS.read_text(),
         elk_version=ELK_VERSION,
@@ -359,9 +383,9 @@ def write_html(
 ) -> Path:
     """Read ``graph_json`` (and ``trace``), write the page beside it (or to ``out``); its path."""
     graph_json = Path(graph_json)
-    graph = json.loads(graph_json.read_text())
+    program = Program.load(str(graph_json))
     path = Path(out) if out else graph_json.with_name("graph.html")
-    path.write_text(render(graph, load_trace(trace) if trace else None), encoding="utf-8")
+    path.write_text(render(program, load_trace(trace) if trace else None), encoding="utf-8")
     return path
 
 
@@ -396,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for g in args.graphs:
             print(write_html(g, args.output, args.trace))
-    except (OSError, ValueError, KeyError) as e:  # unreadable, not JSON, not a graph.json
+    except (OSError, ValueError, GraphError) as e:  # unreadable, not JSON, not a graph.json
         print(f"lfc-graph: error: {e}", file=sys.stderr)
         return 1
     return 0

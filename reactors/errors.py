@@ -25,6 +25,19 @@ class GraphError(LaunchError):
     """graph.json is malformed or does not match the generated module (PROGRAM.md)."""
 
 
+class ProgramFormatError(GraphError):
+    """A graph.json of another format version or shape than :mod:`reactors.program` reads.
+
+    ``source`` names the file (or ``<graph.json>``); ``problem`` says which field is wrong,
+    what was expected and what was found.
+    """
+
+    def __init__(self, source: str, problem: str):
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
+
+
 class BuildFailure(Exception):
     """User code raised while the program was being built (``what`` says where); the
     original exception is ``exc``."""

@@ -10,15 +10,18 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
-from .build import build, load_graph
+from .build import build
 from .clock import Clock
 from .context import CTX
 from .errors import BuildFailure, LaunchError, SourceMap, report
 from .log import Log
+from .program import MainParameter, Program
 from .scheduler import Scheduler
-from .target import DEFAULTS
+from .target import DEFAULTS, TargetSettings
 from .units import parse_duration
 
 USAGE = """\
@@ -34,28 +37,28 @@ usage: {prog} [options]
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
 
 
-def usage(graph: dict) -> str:
-    """The ``--help`` text of the program ``graph`` describes: the options, then the main
-    reactor's parameters (``graph["main_parameters"]``) with their types, values and lines."""
-    name = graph.get("name") or "program"
+def usage(program: Program) -> str:
+    """The ``--help`` text of ``program``: the options, then the main reactor's parameters
+    with their types, values and ``.lf`` lines."""
+    name = program.name or "program"
     text = USAGE.format(prog=name)
-    params = graph.get("main_parameters") or []
+    params = program.main_parameters
     if not params:
         return text
     heads = [_param_head(p) for p in params]
     width = min(max(map(len, heads)), 40)
     lines = [
-        f"  {head:<{width}}  ({os.path.basename(p.get('file') or '')}:{p['line']})"
+        f"  {head:<{width}}  ({os.path.basename(p.file)}:{p.line})"
         for head, p in zip(heads, params)
     ]
     title = f"Parameters of the main reactor {name} (set at compile time with lfc -D NAME=VALUE):"
     return "\n".join([text, "", title, *lines])
 
 
-def _param_head(p: dict) -> str:
+def _param_head(p: MainParameter) -> str:
     """``name: type = value`` (``name = value`` without a declared type), on one line."""
-    typed = f"{p['name']}: {p['type']}" if p.get("type") else p["name"]
-    return " ".join(f"{typed} = {p['default']}".split())
+    typed = f"{p.name}: {p.type}" if p.type else p.name
+    return " ".join(f"{typed} = {p.default}".split())
 
 
 STATUS_INTERRUPTED = 130
@@ -76,16 +79,13 @@ class Options:
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
 
 
-def parse_options(argv: list, target: dict) -> Options:
-    """Parse program options over the defaults of graph.json's ``target``.
+def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
+    """Parse program options over the program's target properties ``target``.
 
     Raises LaunchError for an unknown option or a malformed value.
     """
     o = Options(
-        fast=bool(target.get("fast")),
-        keepalive=bool(target.get("keepalive")),
-        timeout=target.get("timeout"),
-        workers=int(target.get("workers") or DEFAULTS.workers),
+        fast=target.fast, keepalive=target.keepalive, timeout=target.timeout, workers=target.workers
     )
     args = list(argv)
     while args:
@@ -161,19 +161,19 @@ def main(module, graph_path: str, argv=None) -> int:
     if isinstance(module, str):
         module = importlib.import_module(module)
     try:
-        graph = load_graph(graph_path)
+        program = Program.load(graph_path)
     except LaunchError as e:
         sys.stderr.write(f"ERROR: {e}\n")
         return 1
-    return run_graph(module, graph, _program_args(argv))
+    return run_graph(module, program, _program_args(argv))
 
 
-def run_graph(module, graph: dict, args=()) -> int:
-    """Like :func:`main` with an already parsed graph (absolute paths) and option list."""
+def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> int:
+    """Like :func:`main` with an already loaded program (absolute paths) and option list."""
     try:
-        target = graph.get("target", {})
+        target = graph.target
         opts = parse_options(list(args), target)
-        log = Log(target.get("logging") or DEFAULTS.logging)
+        log = Log(target.logging or DEFAULTS.logging)
     except (LaunchError, ValueError) as e:
         sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
         return 1
@@ -181,10 +181,10 @@ def run_graph(module, graph: dict, args=()) -> int:
         print(usage(graph))
         return 0
     CTX.log = log
-    CTX.source_directory = graph.get("source_directory", "")
-    CTX.package_directory = graph.get("package_directory", "")
-    if target.get("tracing"):
-        opts.trace_file = os.path.abspath(f"{graph.get('name', 'program')}.trace.json")
+    CTX.source_directory = graph.source_directory
+    CTX.package_directory = graph.package_directory
+    if target.tracing:
+        opts.trace_file = os.path.abspath(f"{graph.name or 'program'}.trace.json")
     if opts.workers != 1:  # one worker (the default) does not even import the parallel code
         from . import parallel
 
@@ -194,11 +194,11 @@ def run_graph(module, graph: dict, args=()) -> int:
     return _run(module, graph, opts, log)
 
 
-def _run(module, graph: dict, opts: Options, log: Log) -> int:
+def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     try:
         program = build(module, graph)
     except BuildFailure as f:
-        smap = SourceMap(getattr(module, "__file__", None), graph.get("line_map", []))
+        smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
         return report(f.exc, f.what, smap, log=log)
     except LaunchError as e:
         log.error(str(e))

@@ -22,6 +22,7 @@ from .context import CTX
 from .coordinator import Coordinator, failure, write_output
 from .errors import BuildFailure, SourceMap, report
 from .placement import place, resolve_workers
+from .program import Origin, Program
 from .sync import ABORT, CODE, FAILS, FINISHED, GO_SEQ, STATE, STATUS, W_FAILED
 from .topology import access, crossings
 from .trace import Digest, Timeline, merge, write_timeline
@@ -40,10 +41,10 @@ class Plan:
     owned: list
     crossings: list
 
-    def names(self, graph: dict, w: int) -> str:
+    def names(self, graph: Program, w: int) -> str:
         """The reactors of worker ``w`` that have reactions, for messages."""
-        ids = [i for i in sorted(self.owned[w]) if graph["reactors"][i].get("reactions")]
-        names = [graph["reactors"][i]["name"] for i in ids]
+        ids = [i for i in sorted(self.owned[w]) if graph.reactors[i].reactions]
+        names = [graph.reactors[i].name for i in ids]
         return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
@@ -52,7 +53,7 @@ def channel_count(plan: Plan) -> int:
     return len(plan.crossings) + plan.workers
 
 
-def make_plan(graph: dict, workers: int) -> Plan:
+def make_plan(graph: Program, workers: int) -> Plan:
     """The plan for ``workers`` workers (a pure function of the graph)."""
     placement = place(graph, workers)
     owned = [set() for _ in range(workers)]
@@ -67,22 +68,20 @@ def default_backend() -> str:
     return "threads" if gil is not None and not gil() else "processes"
 
 
-def workers_for(graph: dict, requested: int) -> int:
+def workers_for(graph: Program, requested: int) -> int:
     """The resolved worker count (see :func:`reactors.placement.resolve_workers`); always 1
     for a program with the target property ``single-threaded: true``."""
-    if graph.get("target", {}).get("single_threaded"):
+    if graph.target.single_threaded:
         return 1
     return resolve_workers(graph, requested)
 
 
-def run(module, graph: dict, opts, log, workers: int) -> int:
+def run(module, graph: Program, opts, log, workers: int) -> int:
     """Run on ``workers`` (> 1) workers with ``opts.backend``; returns the exit status."""
     backend = opts.backend or default_backend()
     plan = make_plan(graph, workers)
     log.log(f"---- Running on {workers} workers ({backend})")
-    if opts.fast and any(
-        a.get("origin") == "physical" for r in graph["reactors"] for a in r.get("actions", [])
-    ):
+    if opts.fast and any(a.origin == Origin.PHYSICAL for r in graph.reactors for a in r.actions):
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     if backend == "threads":
         from .threads import run_threads
@@ -93,7 +92,7 @@ def run(module, graph: dict, opts, log, workers: int) -> int:
     return run_processes(module, graph, plan, opts, log)
 
 
-def written_ports(graph: dict, program, owned: set) -> list:
+def written_ports(graph: Program, program, owned: set) -> list:
     """The root ports written by reactions of the reactors in ``owned``."""
     acc = access(graph)
     roots = program.extra["roots"]
@@ -112,7 +111,7 @@ def output_readers(channels, plan: Plan) -> list:
 
 def worker_main(
     module,
-    graph: dict,
+    graph: Program,
     plan: Plan,
     me: int,
     ctl,
@@ -129,10 +128,10 @@ def worker_main(
     the :class:`reactors.worker.Captured` stdout of this worker's reactions; worker 0 also
     coordinates (:class:`reactors.coordinator.Coordinator`)."""
     CTX.log = log
-    CTX.source_directory = graph.get("source_directory", "")
-    CTX.package_directory = graph.get("package_directory", "")
+    CTX.source_directory = graph.source_directory
+    CTX.package_directory = graph.package_directory
     sched = None
-    smap = SourceMap(getattr(module, "__file__", None), graph.get("line_map", []))
+    smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
     try:
         try:
             program = build(module, graph, owned=plan.owned[me])
@@ -171,7 +170,7 @@ def worker_main(
         sched = WorkerScheduler(
             program, link, keepalive=opts.keepalive, log=log, recorder=digest, coordinator=coord
         )
-        timeline = Timeline(me) if graph.get("target", {}).get("tracing") else None
+        timeline = Timeline(me) if graph.target.tracing else None
         if timeline is not None:
             timeline.wrap(sched)
         channels.started(me, sched)

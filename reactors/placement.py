@@ -1,8 +1,8 @@
-"""Placement of reactor instances on workers: a pure function of graph.json and W.
+"""Placement of reactor instances on workers: a pure function of the program model and W.
 
-The compiler writes the placement for the target's ``workers`` into graph.json (``"worker"`` of
-each reactor, for the viewer); the runtime recomputes it for the W it actually runs with, so
-``-w N`` needs no recompilation. Both call :func:`place`.
+The compiler's pipeline fills in the placement for the target's ``workers`` (:func:`placed`:
+``worker`` of each reactor in graph.json, for the viewer); the runtime recomputes it for the W
+it actually runs with, so ``-w N`` needs no recompilation. Both call :func:`place`.
 
 Rules, in order:
 
@@ -23,8 +23,10 @@ Rules, in order:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
+from .program import Program, ReactorInstance
 from .topology import access, roots
 
 
@@ -44,60 +46,60 @@ class _Union:
             self.up[max(ra, rb)] = min(ra, rb)  # the lowest id stays the representative
 
 
-def groups(graph: dict) -> list:
+def groups(program: Program) -> list[int]:
     """``group[reactor id]``: the lowest instance id of the group it must share a worker with."""
-    reactors = graph["reactors"]
+    reactors = program.reactors
     u = _Union(len(reactors))
     for inst in reactors:  # parents come before children
-        p = inst.get("parent")
+        p = inst.parent
         while p is not None:
-            if reactors[p].get("modes"):
-                u.join(p, inst["id"])
-            p = reactors[p].get("parent")
-    acc = access(graph)
+            if reactors[p].modes:
+                u.join(p, inst.id)
+            p = reactors[p].parent
+    acc = access(program)
     for ranks in acc.writes.values():
         owners = sorted({acc.reactor[r] for r in ranks})
         for o in owners[1:]:
             u.join(owners[0], o)
-    root = roots(graph)
+    root = roots(program)
     for inst in reactors:
-        if inst.get("synthetic"):
-            for r in acc.writes.get(root.get((inst["id"], "inp", 0)), ()):
-                u.join(inst["id"], acc.reactor[r])
+        if inst.synthetic:
+            for r in acc.writes.get(root.get((inst.id, "inp", 0)), ()):
+                u.join(inst.id, acc.reactor[r])
     return [u.find(i) for i in range(len(reactors))]
 
 
-def _weights(graph: dict, group: list) -> dict:
-    w: dict = {}
-    for inst in graph["reactors"]:
-        n = len(inst.get("reactions", []))
+def _weights(program: Program, group: list[int]) -> dict[int, int]:
+    w: dict[int, int] = {}
+    for inst in program.reactors:
+        n = len(inst.reactions)
         if n:
-            w[group[inst["id"]]] = w.get(group[inst["id"]], 0) + n
+            w[group[inst.id]] = w.get(group[inst.id], 0) + n
     return w
 
 
-def _banks(reactors: list, leads: list) -> list:
+def _banks(reactors: tuple[ReactorInstance, ...], leads: list[int]) -> list[list[int]]:
     """The groups led by members of one bank (same parent and name, width > 1), per bank in
     order of first member, members in bank order."""
-    banks: dict = {}
+    banks: dict[tuple[int | None, str], list[int]] = {}
     for g in sorted(leads):
         info = reactors[g]
-        if info.get("bank_width", 1) > 1:
-            banks.setdefault((info.get("parent"), info.get("short")), []).append(g)
-    return [sorted(m, key=lambda g: reactors[g].get("bank_index", 0)) for m in banks.values()]
+        if info.bank_width > 1:
+            banks.setdefault((info.parent, info.short), []).append(g)
+    return [sorted(m, key=lambda g: reactors[g].bank_index) for m in banks.values()]
 
 
-def max_parallel(graph: dict) -> int:
+def max_parallel(program: Program) -> int:
     """How many reactions can ever run at once: the most groups with a reaction at one level."""
-    group = groups(graph)
-    acc = access(graph)
+    group = groups(program)
+    acc = access(program)
     per_level: dict = {}
     for rank, rid in enumerate(acc.reactor):
         per_level.setdefault(acc.level[rank], set()).add(group[rid])
     return max((len(s) for s in per_level.values()), default=1)
 
 
-def resolve_workers(graph: dict, requested: int, cores: int | None = None) -> int:
+def resolve_workers(program: Program, requested: int, cores: int | None = None) -> int:
     """The number of workers to run with: ``requested`` (0: one per core, capped by
     :func:`max_parallel`), never more than the number of groups that have reactions, and at
     least 1. ``cores`` defaults to ``os.cpu_count()``."""
@@ -107,45 +109,60 @@ def resolve_workers(graph: dict, requested: int, cores: int | None = None) -> in
     if n == 1:
         return 1
     if n == 0:
-        n = min(cores or os.cpu_count() or 1, max_parallel(graph))
-    return max(1, min(n, len(_weights(graph, groups(graph)))))
+        n = min(cores or os.cpu_count() or 1, max_parallel(program))
+    return max(1, min(n, len(_weights(program, groups(program)))))
 
 
-def place(graph: dict, workers: int) -> list:
+def target_workers(program: Program) -> int:
+    """The number of workers the target asks for, resolved (:func:`resolve_workers`; 1 for a
+    ``single-threaded`` program)."""
+    t = program.target
+    return 1 if t.single_threaded else resolve_workers(program, t.workers)
+
+
+def placed(program: Program, workers: int | None = None) -> Program:
+    """``program`` with every reactor's ``worker`` set by :func:`place` for ``workers``
+    (default: :func:`target_workers`)."""
+    at = place(program, target_workers(program) if workers is None else workers)
+    return dataclasses.replace(
+        program,
+        reactors=tuple(dataclasses.replace(r, worker=w) for r, w in zip(program.reactors, at)),
+    )
+
+
+def place(program: Program, workers: int) -> list[int]:
     """``worker[reactor id]`` in ``range(workers)`` following the module's rules.
 
     Raises ValueError when ``workers`` < 1.
     """
     if workers < 1:
         raise ValueError(f"placement needs at least one worker, not {workers}")
-    reactors = graph["reactors"]
-    group = groups(graph)
-    weight = _weights(graph, group)
-    pins: dict = {}
+    reactors = program.reactors
+    group = groups(program)
+    weight = _weights(program, group)
+    pins: dict[int, int] = {}
     for inst in reactors:
-        pin = inst.get("pin")
-        if pin is not None and group[inst["id"]] not in pins:
-            pins[group[inst["id"]]] = int(pin) % workers
+        if inst.pin is not None and group[inst.id] not in pins:
+            pins[group[inst.id]] = inst.pin % workers
     load = [0] * workers
-    at: dict = {}
+    at: dict[int, int] = {}
     for g, w in sorted(pins.items()):
         at[g] = w
         load[w] += weight.get(g, 0)
     for members in _banks(reactors, [g for g in weight if g not in at]):
         start = min(range(workers), key=lambda k: (load[k], k))
         for g in members:
-            w = (start + reactors[g].get("bank_index", 0)) % workers
+            w = (start + reactors[g].bank_index) % workers
             at[g] = w
             load[w] += weight[g]
     for g in sorted((g for g in weight if g not in at), key=lambda g: (-weight[g], g)):
         w = min(range(workers), key=lambda k: (load[k], k))
         at[g] = w
         load[w] += weight[g]
-    out = []
+    out: list[int] = []
     for inst in reactors:
-        g = group[inst["id"]]
+        g = group[inst.id]
         if g not in at:
-            p = inst.get("parent")
-            at[g] = out[p] if p is not None else 0
+            at[g] = out[inst.parent] if inst.parent is not None else 0
         out.append(at[g])
     return out

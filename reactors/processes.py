@@ -37,6 +37,7 @@ from .parallel import (
     worker_main,
     write_pending_output,
 )
+from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
@@ -80,7 +81,7 @@ class _Spec:
 
     module_path: str
     module_name: str
-    graph: dict
+    graph: Program
     plan: object
     me: int
     prefix: str
@@ -113,7 +114,7 @@ class ShmChannels:
             w.close()
 
 
-def run_processes(module, graph: dict, plan, opts, log) -> int:
+def run_processes(module, graph: Program, plan, opts, log) -> int:
     """Run ``plan`` with one process per worker; returns the exit status."""
     n = plan.workers
     prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
@@ -169,11 +170,11 @@ class _EventFd:
         os.eventfd_write(self.fd, 1)
 
 
-def _spawn(module, graph: dict, plan, opts, prefix: str, fds: list, procs: list) -> None:
+def _spawn(module, graph: Program, plan, opts, prefix: str, fds: list, procs: list) -> None:
     """Start one process per worker, appending each to ``procs`` as soon as it runs."""
     ctx = mp.get_context("spawn")
     path = os.path.abspath(module.__file__)
-    level = graph.get("target", {}).get("logging") or DEFAULTS.logging
+    level = graph.target.logging or DEFAULTS.logging
     for w in range(plan.workers):
         spec = _Spec(
             path,

@@ -7,12 +7,14 @@ the default given here, both in the compiler and in the runtime.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class TargetProperties:
-    """The run-time target properties; each field's default is the program's default.
+class TargetSettings:
+    """The resolved run-time target properties (graph.json's ``target``); each field's default
+    is the program's default. The compiler has already forced ``keepalive`` true when the
+    program has physical actions.
 
     ``timeout``: logical time to stop at, in ns after the start (None: no timeout);
     ``fast``: do not wait for physical time; ``keepalive``: keep running with an empty event
@@ -31,10 +33,6 @@ class TargetProperties:
     files: tuple[str, ...] = ()
     seed: int = 0
 
-    def to_json(self) -> dict:
-        """graph.json's ``target`` object: the fields by name, ``files`` as a list."""
-        return asdict(self) | {"files": list(self.files)}
-
 
 #: The properties of a program whose ``target`` declaration sets none.
-DEFAULTS = TargetProperties()
+DEFAULTS = TargetSettings()

@@ -29,6 +29,7 @@ from .parallel import (
     worker_main,
     write_pending_output,
 )
+from .program import Program
 from .sync import C_STATE, Control, ThreadBell
 from .worker import Captured
 
@@ -119,7 +120,7 @@ class _Channels:
         """Nothing to release."""
 
 
-def run_threads(module, graph: dict, plan, opts, log) -> int:
+def run_threads(module, graph: Program, plan, opts, log) -> int:
     """Run ``plan`` with one thread per worker; returns the exit status."""
     n = plan.workers
     ctl = Control(bytearray(Control.size(n, channel_count(plan))), n, channel_count(plan))

@@ -1,4 +1,4 @@
-"""The communication structure of a program, computed from graph.json alone (pure data).
+"""The communication structure of a program, computed from its model alone (pure data).
 
 Used by :mod:`reactors.placement` (which reactors must share a worker) and by the parallel
 backends (which port channels cross workers, and when in a tag each must be sent and
@@ -8,38 +8,37 @@ ever sent between processes.
 Vocabulary: a *channel key* is ``(reactor id, port name, channel index)``; its *root* is the
 key reached by following zero-delay connections upstream (docs/PROGRAM.md); every channel of
 a root shares the root's value and presence. A reaction is identified by its *rank*: its
-position in the order ``(graph rank, id)``, exactly as :func:`reactors.build.build` numbers it.
+position in the order ``(model rank, id)``, exactly as :func:`reactors.build.build` numbers it.
+Channel keys are :class:`reactors.program.ChannelKey` (plain tuples compare equal to them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-PLAIN = -2  # ``width`` of a port that is not a multiport
+from .program import ChannelKey, ChannelsArg, PortKey, PortRef, Program, ReactionSpec, Ref
 
 
-def order(graph: dict) -> list:
-    """The graph's reactions in rank order (index == dense rank used by the runtime)."""
-    return sorted(graph.get("reactions", []), key=lambda r: (r["rank"], r["id"]))
+def order(program: Program) -> list[ReactionSpec]:
+    """The program's reactions in rank order (index == dense rank used by the runtime)."""
+    return sorted(program.reactions, key=lambda r: (r.rank, r.id))
 
 
-def port_channels(graph: dict) -> dict:
+def port_channels(program: Program) -> dict[PortKey, list[ChannelKey]]:
     """``(reactor id, port) -> [channel keys]`` for every port of every instance."""
-    out = {}
-    for inst in graph["reactors"]:
-        for p in inst.get("ports", []):
-            w = p.get("width", PLAIN)
-            out[(inst["id"], p["name"])] = [
-                (inst["id"], p["name"], c) for c in range(1 if w == PLAIN else w)
-            ]
-    return out
+    return {
+        PortKey(inst.id, p.name): [ChannelKey(inst.id, p.name, c) for c in range(p.channels)]
+        for inst in program.reactors
+        for p in inst.ports
+    }
 
 
-def roots(graph: dict) -> dict:
+def roots(program: Program) -> dict[ChannelKey, ChannelKey]:
     """``channel key -> root channel key`` (connection cycles are reported by the build)."""
-    up = {(c[3], c[4], c[5]): (c[0], c[1], c[2]) for c in graph.get("channels", [])}
+    up = {c.dst: c.src for c in program.channels}
     out = {}
-    for chans in port_channels(graph).values():
+    for chans in port_channels(program).values():
         for key in chans:
             k, seen = key, set()
             while k in up and k not in seen:
@@ -49,11 +48,13 @@ def roots(graph: dict) -> dict:
     return out
 
 
-def _ports_of(items, ports: dict, root: dict, channels_arg=()) -> set:
+def _ports_of(
+    items: Iterable[Ref], ports: dict, root: dict, channels_arg: Iterable[ChannelKey] = ()
+) -> set[ChannelKey]:
     found = set()
     for item in items:
-        if item.get("kind") == "port":
-            for key in ports.get((item["reactor"], item["name"]), ()):
+        if isinstance(item, PortRef):
+            for key in ports.get((item.reactor, item.name), ()):
                 found.add(root[key])
     for rid, port, ch in channels_arg:
         found.add(root[(rid, port, ch)])
@@ -74,23 +75,24 @@ class Access:
     level: list = field(default_factory=list)
 
 
-def access(graph: dict) -> Access:
+def access(program: Program) -> Access:
     """Readers (triggers and sources) and writers (effects) of every root channel."""
-    ports, root = port_channels(graph), roots(graph)
+    ports, root = port_channels(program), roots(program)
     acc = Access()
-    for rank, rx in enumerate(order(graph)):
-        acc.reactor.append(rx["reactor"])
-        acc.level.append(rx.get("level", 0))
-        src_arg, dst_arg = (), ()
-        for a in rx.get("args", []):
-            if a.get("kind") == "channels":
-                if a["name"] == "dst":
-                    dst_arg = [tuple(c) for c in a["channels"]]
+    for rank, rx in enumerate(order(program)):
+        acc.reactor.append(rx.reactor)
+        acc.level.append(rx.level)
+        src_arg: tuple[ChannelKey, ...] = ()
+        dst_arg: tuple[ChannelKey, ...] = ()
+        for a in rx.args:
+            if isinstance(a, ChannelsArg):
+                if a.name == "dst":
+                    dst_arg = a.channels
                 else:
-                    src_arg = [tuple(c) for c in a["channels"]]
-        for r in _ports_of(rx.get("effects", []), ports, root, dst_arg):
+                    src_arg = a.channels
+        for r in _ports_of(rx.effects, ports, root, dst_arg):
             acc.writes.setdefault(r, set()).add(rank)
-        for r in _ports_of(rx.get("triggers", []) + rx.get("sources", []), ports, root, src_arg):
+        for r in _ports_of(rx.triggers + rx.sources, ports, root, src_arg):
             acc.reads.setdefault(r, set()).add(rank)
     return acc
 
@@ -113,13 +115,13 @@ class Crossing:
     first_read: dict
 
 
-def crossings(graph: dict, worker_of: list) -> list:
+def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
     """Every root channel whose writer and some reader live in different workers.
 
     ``worker_of[reactor id]`` is the placement. Sorted by root key (the same in every worker).
     """
-    acc = access(graph)
-    out = []
+    acc = access(program)
+    out: list[Crossing] = []
     for root in sorted(acc.writes, key=lambda k: (k[0], k[1], k[2])):
         wranks = acc.writes[root]
         writers = {worker_of[acc.reactor[r]] for r in wranks}
@@ -135,12 +137,13 @@ def crossings(graph: dict, worker_of: list) -> list:
     return out
 
 
-def ancestors(graph: dict, ids) -> set:
+def ancestors(program: Program, ids: Iterable[int]) -> set[int]:
     """``ids`` and all their ancestors (the containers a worker needs to build them)."""
-    reactors = graph["reactors"]
-    out = set()
-    for i in ids:
+    reactors = program.reactors
+    out: set[int] = set()
+    for start in ids:
+        i: int | None = start
         while i is not None and i not in out:
             out.add(i)
-            i = reactors[i].get("parent")
+            i = reactors[i].parent
     return out

@@ -128,12 +128,11 @@ def _distinct(variants, launcher: Path) -> list:
     """The variants that run differently: ``-w N`` resolves to at most the number of reactor
     groups (reactors.placement), so ``-w 4`` is often the same run as ``-w 2``, and a
     variant that resolves to one worker is the one-worker run already done."""
-    import json
-
     from reactors.parallel import workers_for
+    from reactors.program import load
 
     graph_file = next((launcher.parent.parent / "src-gen").glob("*/graph.json"))
-    graph = json.loads(graph_file.read_text())
+    graph = load(str(graph_file))
     seen, out = set(), []
     for workers, backend in variants:
         key = (workers_for(graph, int(workers)), backend)

@@ -43,7 +43,9 @@ def unannotated(path: Path) -> list[str]:
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _public(node.name):
                 missing = _missing(node, method)
                 if missing:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({', '.join(missing)})")
+                    found.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({', '.join(missing)})"
+                    )
 
     visit(tree.body, False)
     return found

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import build, lfc, run_program
+from runtime_fixtures.graphkit import Kit
 
 from reactors import placement, shm, topology
 from reactors.port import Port
+from reactors.program import Program
 from reactors.sync import Control
 
 HERE = Path(__file__).resolve().parent
@@ -28,47 +30,30 @@ FAULTS = HERE / "parallel_fixtures" / "Faults.lf"
 # --------------------------------------------------------------------------- placement
 
 
-def _graph(reactors, reactions=(), channels=()):
-    """A minimal graph.json: ``reactors`` as (parent, n_reactions, extra dict)."""
-    g = {"version": 1, "reactors": [], "reactions": [], "channels": list(channels), "target": {}}
-    rid = 0
-    for i, (parent, n, extra) in enumerate(reactors):
-        ids = []
-        for k in range(n):
-            g["reactions"].append(
-                {
-                    "id": rid,
-                    "reactor": i,
-                    "index": k,
-                    "rank": rid,
-                    "level": k,
-                    "triggers": [],
-                    "sources": [],
-                    "effects": [],
-                }
-            )
-            ids.append(rid)
-            rid += 1
-        g["reactors"].append(
-            dict(
-                {
-                    "id": i,
-                    "name": f"r{i}",
-                    "parent": parent,
-                    "ports": [],
-                    "reactions": ids,
-                    "bank_index": 0,
-                },
-                **extra,
-            )
-        )
-    return g
+def _program(reactors, effects=(), triggers=(), channels=()) -> Program:
+    """A minimal program: ``reactors`` as (parent, n_reactions, keyword arguments of
+    ``Kit.add``); ``effects``/``triggers``: (reaction id, reactor, port) port references."""
+    k = Kit()
+    for i, (parent, _, extra) in enumerate(reactors):
+        k.add(**{"short": f"r{i}", "parent": parent, **extra})
+    refs = {"effects": {}, "triggers": {}}
+    for role, items in (("effects", effects), ("triggers", triggers)):
+        for x, rid, port in items:
+            refs[role].setdefault(x, []).append(("port", rid, port))
+    x = 0
+    for i, (_, n, _) in enumerate(reactors):
+        for _ in range(n):
+            k.reaction(i, refs["triggers"].get(x, ()), effects=refs["effects"].get(x, ()))
+            x += 1
+    for src, sport, dst, dport in channels:
+        k.connect(src, sport, dst, dport)
+    return k.program()
 
 
 def test_bank_members_are_spread_and_pins_respected():
-    g = _graph(
+    g = _program(
         [(None, 0, {})]
-        + [(0, 1, {"bank_index": i, "bank_width": 4, "short": "b"}) for i in range(4)]
+        + [(0, 1, {"short": "b", "bank_index": i, "bank_width": 4}) for i in range(4)]
         + [(0, 1, {"pin": 3})]
     )
     w = placement.place(g, 2)
@@ -78,37 +63,29 @@ def test_bank_members_are_spread_and_pins_respected():
 
 
 def test_modal_reactors_keep_their_contents_and_writers_share_a_worker():
-    g = _graph(
-        [
-            (None, 0, {}),
-            (0, 1, {"modes": [{"name": "A", "initial": True}]}),
-            (1, 1, {}),
-            (0, 1, {}),
-            (0, 1, {}),
-        ]
-    )
-    groups = placement.groups(g)
+    reactors = [(None, 0, {}), (0, 1, {"modes": ["A"]}), (1, 1, {}), (0, 1, {}), (0, 1, {})]
+    groups = placement.groups(_program(reactors))
     assert groups[2] == groups[1]  # inside a modal reactor
-    g["reactors"][3]["ports"] = [{"name": "out", "kind": "output", "width": -2}]
-    for r in (3, 4):  # reactions of r3 and r4 both write r3.out
-        g["reactions"][r - 1]["effects"] = [{"kind": "port", "reactor": 3, "name": "out"}]
+    reactors[3] = (0, 1, {"ports": ["out"]})
+    g = _program(reactors, effects=[(2, 3, "out"), (3, 3, "out")])  # r3 and r4 write r3.out
     assert placement.groups(g)[4] == placement.groups(g)[3]
 
 
 def test_resolve_workers_caps_by_parallelism():
-    g = _graph([(None, 0, {})] + [(0, 1, {}) for _ in range(3)])
+    g = _program([(None, 0, {})] + [(0, 1, {}) for _ in range(3)])
     assert placement.resolve_workers(g, 0, cores=16) == 3
     assert placement.resolve_workers(g, 0, cores=2) == 2
     assert placement.resolve_workers(g, 8) == 3  # no worker without reactions
-    assert placement.resolve_workers(_graph([(None, 1, {})]), 4) == 1
+    assert placement.resolve_workers(_program([(None, 1, {})]), 4) == 1
 
 
 def test_crossings_have_one_writer_and_ordered_ranks():
-    g = _graph([(None, 0, {}), (0, 1, {}), (0, 1, {})], channels=[[1, "out", 0, 2, "inp", 0]])
-    g["reactors"][1]["ports"] = [{"name": "out", "kind": "output", "width": -2}]
-    g["reactors"][2]["ports"] = [{"name": "inp", "kind": "input", "width": -2}]
-    g["reactions"][0]["effects"] = [{"kind": "port", "reactor": 1, "name": "out"}]
-    g["reactions"][1]["triggers"] = [{"kind": "port", "reactor": 2, "name": "inp"}]
+    g = _program(
+        [(None, 0, {}), (0, 1, {"ports": ["out"]}), (0, 1, {"ports": ["inp"]})],
+        effects=[(0, 1, "out")],
+        triggers=[(1, 2, "inp")],
+        channels=[(1, "out", 2, "inp")],
+    )
     [c] = topology.crossings(g, [0, 0, 1])
     assert (c.root, c.writer, c.readers, c.last_write, c.first_read) == (
         (1, "out", 0),

@@ -8,6 +8,7 @@ import pytest
 from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, ReactorBase, lf, request_stop
+from reactors.program import ActionArg
 
 LOG = []
 
@@ -86,8 +87,7 @@ def test_action_value_persists_and_presence_clears():
     k = Kit(timeout=MSEC(2))
     m = k.add("Main", R, actions=[act("a")], timers=[("t", MSEC(1), 0)])
     k.reaction(m, ["startup"], effects=[("action", "a")])
-    k.reaction(m, [("action", "a"), ("timer", "t")], sources=[], effects=[])
-    k.reactions[-1]["args"] = [{"name": "a", "kind": "action", "action": "a"}]
+    k.reaction(m, [("action", "a"), ("timer", "t")], args=[ActionArg("a", "a")])
     assert k.run() == 0
     assert LOG == [((0, 1), "v", True), ((MSEC(1), 0), "v", False)]
 

@@ -5,6 +5,7 @@ import pytest
 from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, Make, ReactorBase, lf, request_stop
+from reactors.program import BankArg, BankPortsArg, ChannelKey, ChannelsArg
 
 LOG = []
 
@@ -226,7 +227,7 @@ def test_bank_capsules_and_params():
     k.reaction(
         main,
         [("port", r, "out") for r in ms],
-        args=[{"name": "b", "kind": "bank", "reactors": ms, "ports": ["out"]}],
+        args=[BankArg("b", tuple(ms), ("out",))],
     )
     assert k.run() == 0
     assert LOG == [[0, 10, 20]]
@@ -435,8 +436,8 @@ def test_mode_local_forward_function():
         effects=[("port", d, "inp")],
         function="_lf_forward",
         args=[
-            {"name": "src", "kind": "channels", "channels": [[s, "out", 0], [s, "out", 1]]},
-            {"name": "dst", "kind": "channels", "channels": [[d, "inp", 0], [d, "inp", 1]]},
+            ChannelsArg("src", (ChannelKey(s, "out", 0), ChannelKey(s, "out", 1))),
+            ChannelsArg("dst", (ChannelKey(d, "inp", 0), ChannelKey(d, "inp", 1))),
         ],
     )
     k.reaction(d, [("port", d, "inp")])
@@ -481,7 +482,7 @@ def test_bank_ports_argument_and_transport_trigger():
     k.reaction(
         main,
         [("port", r, "out") for r in ms],
-        args=[{"name": "b_out", "kind": "bank_ports", "reactors": ms, "port": "out"}],
+        args=[BankPortsArg("b_out", tuple(ms), "out")],
     )
     assert k.run() == 0
     assert LOG == [[100, 101]]

@@ -1,17 +1,12 @@
-"""Building programs from graph.json: channel roots, capsules, errors, source maps."""
-
-import json
-import os
+"""Building programs from their model: channel roots, capsules, errors, source maps."""
 
 import pytest
 from runtime_fixtures.graphkit import Kit
 
 from reactors.api import ReactorBase
-from reactors.build import absolutize, build, load_graph
+from reactors.build import build
 from reactors.errors import GraphError, SourceMap
 from reactors.port import Multiport
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Empty(ReactorBase):
@@ -36,7 +31,7 @@ def test_zero_delay_channels_share_the_root_port():
     k.reaction(b, [("port", b, "inp")])
     k.reaction(d, [("port", d, "inp")])
     k.reaction(a, ["startup"], effects=[("port", a, "out")])
-    p = build(k.module, k.graph())
+    p = build(k.module, k.program())
     ra, rb, rd = (
         next(r for r in p.reactions if r.owner == n) for n in ("Main.a", "Main.b", "Main.c.d")
     )
@@ -51,14 +46,8 @@ def test_graph_errors():
     k = Kit()
     m = k.add("Main", Empty)
     k.reaction(m, ["startup"])
-    g = k.graph()
     with pytest.raises(GraphError, match="no method"):
-        build(k.module, g)
-    g["version"] = 2
-    with pytest.raises(GraphError, match="version"):
-        build(k.module, g)
-    with pytest.raises(GraphError):
-        load_graph(os.path.join(HERE, "does-not-exist.json"))
+        build(k.module, k.program())
 
 
 def test_state_init_failure_is_reported(capsys):
@@ -96,25 +85,3 @@ def test_source_map_translates_module_lines(tmp_path):
     assert sm.translate(str(mod), 20) == ("/a/N.lf", 5)
     assert sm.translate(str(mod), 15) == (str(mod), 15)
     assert sm.translate("/elsewhere.py", 11) == ("/elsewhere.py", 11)
-
-
-def test_relative_paths_are_resolved_against_graph_dir(tmp_path):
-    g = {
-        "version": 1,
-        "main_file": "x/Foo.lf",
-        "source_directory": "x",
-        "package_directory": "/abs",
-        "reactors": [{"file": "x/Foo.lf"}],
-        "reactions": [{"file": "/abs/Bar.lf"}],
-        "line_map": [[1, 2, "x/Foo.lf", 3]],
-    }
-    path = tmp_path / "graph.json"
-    path.write_text(json.dumps(g))
-    g = load_graph(str(path))
-    assert g["main_file"] == str(tmp_path / "x" / "Foo.lf")
-    assert g["source_directory"] == str(tmp_path / "x")
-    assert g["package_directory"] == "/abs"
-    assert g["reactors"][0]["file"] == str(tmp_path / "x" / "Foo.lf")
-    assert g["reactions"][0]["file"] == "/abs/Bar.lf"
-    assert g["line_map"][0][2] == str(tmp_path / "x" / "Foo.lf")
-    assert absolutize({"line_map": []}, "/b") == {"line_map": []}

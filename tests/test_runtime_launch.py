@@ -1,21 +1,37 @@
 """Launching generated programs: options, exit status, error reports with .lf lines,
-Ctrl-C (spec §2.9, §5.3). Uses the hand-written fixtures in tests/runtime_fixtures/."""
+Ctrl-C (spec §2.9, §5.3). Uses the programs in tests/runtime_fixtures/, built by lfc."""
 
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+from conftest import ROOT, build
 
 from reactors.launch import LaunchError, parse_options
 from reactors.tag import MSEC, SEC
+from reactors.target import TargetSettings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FIX = os.path.join(HERE, "runtime_fixtures")
-FAILING = os.path.join(FIX, "Failing", "Failing.py")
-FAILING_LF = os.path.join(FIX, "Failing", "Failing.lf")
+FIX = Path(__file__).resolve().parent / "runtime_fixtures"
+FAILING_LF = str(FIX / "Failing" / "Failing.lf")
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory) -> Path:
+    """OUT holding ``src-gen/<Name>/<Name>.py`` of every program in tests/runtime_fixtures/."""
+    out = tmp_path_factory.mktemp("runtime_fixtures")
+    for name in ("Failing", "PingPong"):
+        build(FIX / name / f"{name}.lf", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def failing(fixtures: Path) -> str:
+    """The generated module of Failing.lf (run as a script, like its launcher does)."""
+    return str(fixtures / "src-gen" / "Failing" / "Failing.py")
 
 
 def run_fixture(path, *args, mode="ok", timeout=60):
@@ -28,33 +44,33 @@ def run_fixture(path, *args, mode="ok", timeout=60):
 def test_parse_options():
     o = parse_options(
         ["-o", "5", "msec", "-f", "false", "-k", "true", "-w", "2"],
-        {"fast": True, "timeout": SEC(1)},
+        TargetSettings(fast=True, timeout=SEC(1)),
     )
     assert (o.timeout, o.fast, o.keepalive, o.workers) == (MSEC(5), False, True, 2)
-    o = parse_options(["--fast", "--timeout", "0", "-m", "1", "sec"], {})
+    o = parse_options(["--fast", "--timeout", "0", "-m", "1", "sec"])
     assert (o.fast, o.timeout, o.start_multiple) == (True, 0, SEC(1))
-    assert parse_options(["-h"], {}).help
+    assert parse_options(["-h"]).help
     for bad in (["--bogus"], ["-o", "5"], ["-o", "5", "parsecs"], ["-w", "x"], ["-f", "maybe"]):
         with pytest.raises(LaunchError):
-            parse_options(bad, {})
+            parse_options(bad)
 
 
-def test_normal_run_and_timeout_option():
-    r = run_fixture(FAILING, "-o", "250", "msec")
+def test_normal_run_and_timeout_option(failing):
+    r = run_fixture(failing, "-o", "250", "msec")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n").count("tick") == 3 and "shutdown ran" in r.stdout
     assert r.stderr == ""
 
 
-def test_help_and_bad_option():
-    r = run_fixture(FAILING, "--help")
+def test_help_and_bad_option(failing):
+    r = run_fixture(failing, "--help")
     assert r.returncode == 0 and "--timeout" in r.stdout
-    r = run_fixture(FAILING, "--nonsense")
+    r = run_fixture(failing, "--nonsense")
     assert r.returncode == 1 and "unknown option" in r.stderr
 
 
-def test_exception_reports_lf_lines_and_stops():
-    r = run_fixture(FAILING, mode="raise")
+def test_exception_reports_lf_lines_and_stops(failing):
+    r = run_fixture(failing, mode="raise")
     assert r.returncode == 1
     assert r.stdout.split("\n").count("tick") == 1 and "shutdown ran" not in r.stdout
     err = r.stderr
@@ -65,24 +81,24 @@ def test_exception_reports_lf_lines_and_stops():
     assert "reactors" + os.sep not in err and "Failing.py" not in err  # no runtime frames
 
 
-def test_exit_n_keeps_status_and_stops():
-    r = run_fixture(FAILING, mode="exit")
+def test_exit_n_keeps_status_and_stops(failing):
+    r = run_fixture(failing, mode="exit")
     assert r.returncode == 3
     assert "shutdown ran" not in r.stdout
     assert f"exited with status 3 at {FAILING_LF}:20" in r.stderr
 
 
-def test_exit_zero_stops_quietly():
-    r = run_fixture(FAILING, mode="exit0")
+def test_exit_zero_stops_quietly(failing):
+    r = run_fixture(failing, mode="exit0")
     assert r.returncode == 0 and r.stderr == ""
     assert r.stdout.split("\n").count("tick") == 1 and "shutdown ran" not in r.stdout
 
 
 @pytest.mark.parametrize("mode", ["sleep", "ok"])
-def test_ctrl_c_stops_cleanly(mode):
+def test_ctrl_c_stops_cleanly(failing, mode):
     env = dict(os.environ, FAIL_MODE=mode)
     p = subprocess.Popen(
-        [sys.executable, FAILING, "-o", "1", "hour"],
+        [sys.executable, failing, "-o", "1", "hour"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -96,17 +112,18 @@ def test_ctrl_c_stops_cleanly(mode):
     assert "Traceback" not in err and "Interrupted" in err
 
 
-def test_pingpong_fixture_runs():
-    r = run_fixture(os.path.join(FIX, "PingPong", "PingPong.py"), timeout=120)
+def test_pingpong_fixture_runs(fixtures):
+    r = run_fixture(str(fixtures / "src-gen" / "PingPong" / "PingPong.py"), timeout=120)
     assert r.returncode == 0, r.stderr
 
 
 def test_bench_script_small_run():
     r = subprocess.run(
-        [sys.executable, "-m", "reactors._bench_pingpong", "2000", "--repeat", "1"],
+        [sys.executable, "-m", "bench.pingpong", "2000", "--repeat", "1"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
+        cwd=ROOT,
     )
     assert r.returncode == 0, r.stderr
     assert "us/reaction" in r.stdout

@@ -13,6 +13,7 @@ from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, render, workers_text
 from reactors.launch import usage
+from reactors.program import MainParameter, Program, load
 
 LOGGER = ROOT / "lf_src" / "lib" / "Logger.lf"
 
@@ -230,11 +231,10 @@ def test_graph_json_lists_the_main_parameters(tmp_path):
 
 
 def test_usage_without_parameters_lists_only_the_options():
-    text = usage({"name": "Bare", "main_parameters": []})
+    text = usage(Program(name="Bare", reactors=(), reactions=()))
     assert text.startswith("usage: Bare [options]\n") and "Parameters" not in text
-    typed = usage(
-        {"name": "T", "main_parameters": [{"name": "n", "type": "int", "default": "3", "line": 2}]}
-    )
+    n = MainParameter(name="n", type="int", default="3", file="T.lf", line=2)
+    typed = usage(Program(name="T", reactors=(), reactions=(), main_parameters=(n,)))
     assert typed.splitlines()[-1].startswith("  n: int = 3  (")
 
 
@@ -247,6 +247,6 @@ def test_viewer_header_says_what_the_number_of_workers_means(tmp_path):
     src = tmp_path / "Prog.lf"
     src.write_text(PARAMS.replace("{ fast: true }", "{ fast: true, workers: 0 }"))
     compile_file(str(src), Reporter(), str(tmp_path / "out"), None, no_compile=True)
-    graph = json.loads((tmp_path / "out" / "src-gen" / "Prog" / "graph.json").read_text())
+    graph = load(str(tmp_path / "out" / "src-gen" / "Prog" / "graph.json"))
     assert Diagram(graph).to_dict()["workers_text"] == "one worker per core (chosen at run time)"
     assert "DATA.workers_text, DATA.fast" in render(graph)

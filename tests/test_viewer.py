@@ -15,6 +15,7 @@ from conftest import LF_TESTS, ROOT
 from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, format_time, load_trace, reaction_key, render
+from reactors.program import Program
 
 PROGRAMS = {
     "NestedBanks": LF_TESTS / "multiport" / "NestedBanks.lf",
@@ -33,8 +34,8 @@ def built(tmp_path_factory) -> Path:
     return out
 
 
-def graph_of(built: Path, name: str) -> dict:
-    return json.loads((built / "src-gen" / name / "graph.json").read_text())
+def graph_of(built: Path, name: str) -> Program:
+    return Program.load(str(built / "src-gen" / name / "graph.json"))
 
 
 def page_data(html: str) -> dict:
@@ -77,6 +78,21 @@ def test_unreadable_input_is_an_error_not_a_traceback(tmp_path):
         timeout=60,
     )
     assert r.returncode == 1 and r.stderr.startswith("lfc-graph: error:")
+
+
+def test_graph_of_another_version_is_an_error(built, tmp_path):
+    old = json.loads((built / "src-gen" / "PingPong" / "graph.json").read_text())
+    old["version"] = 1
+    (tmp_path / "graph.json").write_text(json.dumps(old))
+    r = subprocess.run(
+        [sys.executable, "-m", "codegen.viewer", str(tmp_path / "graph.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and r.stderr.startswith("lfc-graph: error:")
+    assert "format version: expected 2, found 1" in r.stderr
 
 
 def test_banks_are_one_box_with_their_width(built):

@@ -1,9 +1,10 @@
 """A tiny stand-in for the compiler's back end, for runtime tests.
 
 Tests describe a program as reactor classes (written like generated code) plus instances,
-reactions and connections; :class:`Kit` turns that into a graph.json dict following
-docs/PROGRAM.md (levels, inferred deadlines and ranks computed as spec §3.5 says) and a module
-object, and runs it through ``reactors.launch.run_graph``.
+reactions and connections; :class:`Kit` turns that into a :class:`reactors.program.Program`
+(levels, inferred deadlines and ranks computed as spec §3.5 says) and a module object, and runs
+it through ``reactors.launch.run_graph``. Everything is built from the model's own classes, so
+the description cannot drift from what the compiler writes.
 
 Trigger/source/effect items:
 ``"startup"``, ``"shutdown"``, ``"reset"``, ``("timer", name)``, ``("action", name)``,
@@ -12,277 +13,280 @@ Trigger/source/effect items:
 
 from __future__ import annotations
 
+import dataclasses
 import types
+from collections.abc import Callable, Sequence
 
+from reactors import program as pm
+from reactors.api import ReactorBase
 from reactors.launch import run_graph
 
+Item = str | tuple
+BIG = 1 << 63
 
-def act(name, origin="logical", min_delay=0, min_spacing=None, policy="defer", mode=None):
-    """An action entry of graph.json."""
-    return {
-        "name": name,
-        "origin": origin,
-        "min_delay": min_delay,
-        "min_spacing": min_spacing,
-        "policy": policy,
-        "mode": mode,
-    }
+
+def act(
+    name: str,
+    origin: str = "logical",
+    min_delay: int = 0,
+    min_spacing: int | None = None,
+    policy: str = "defer",
+    mode: str | None = None,
+) -> pm.ActionSpec:
+    """An action declaration (times in ns)."""
+    return pm.ActionSpec(
+        name=name,
+        origin=pm.Origin(origin),
+        min_delay=min_delay,
+        min_spacing=min_spacing,
+        policy=pm.Policy(policy),
+        mode=mode,
+    )
 
 
 class Kit:
-    """Builds a graph dict and module for one test program."""
+    """Builds a program model and module for one test program. ``target``: target settings
+    (``fast`` defaults to true)."""
 
-    def __init__(self, name="Main", **target):
+    def __init__(self, name: str = "Main", **target: object):
         self.name = name
         self.module = types.ModuleType(f"kit_{name}")
         self.module.__file__ = None
-        self.target = {"fast": True, **target}
-        self.reactors = []
-        self.reactions = []
-        self.channels = []
-        self.line_map = []
+        self.target = pm.TargetSettings(**{"fast": True, **target})  # type: ignore[arg-type]
+        self.reactors: list[pm.ReactorInstance] = []
+        self.reactions: list[pm.ReactionSpec] = []
+        self.channels: list[pm.Channel] = []
+        self.line_map: list[pm.LineRange] = []
 
     # ------------------------------------------------------------------ description
 
     def add(
         self,
-        short,
-        cls,
-        parent=None,
-        params=None,
-        ports=(),
-        timers=(),
-        actions=(),
-        modes=(),
-        mode=None,
-        bank_index=0,
-    ):
-        """Add an instance; returns its id. ``ports``: names or (name, width);
+        short: str,
+        cls: type = ReactorBase,
+        parent: int | None = None,
+        params: dict | Callable | None = None,
+        ports: Sequence[str | tuple[str, int]] = (),
+        timers: Sequence[tuple] = (),
+        actions: Sequence[pm.ActionSpec] = (),
+        modes: Sequence[str] = (),
+        mode: str | None = None,
+        bank_index: int = 0,
+        bank_width: int = 1,
+        pin: int | None = None,
+    ) -> int:
+        """Add an instance; returns its id. ``ports``: names (outputs) or (name, width);
         ``timers``: (name, offset, period[, mode]); ``modes``: names, the first initial."""
         rid = len(self.reactors)
-        name = short if parent is None else f"{self.reactors[parent]['name']}.{short}"
+        name = short if parent is None else f"{self.reactors[parent].name}.{short}"
         pyclass = f"_{cls.__name__}_{rid}"
         setattr(self.module, pyclass, cls)
         fn = f"_lf_params_{rid}"
         params = params or {}
         setattr(self.module, fn, params if callable(params) else (lambda p, b, d=params: dict(d)))
         self.reactors.append(
-            {
-                "id": rid,
-                "name": name,
-                "short": short,
-                "class": cls.__name__,
-                "pyclass": pyclass,
-                "parent": parent,
-                "bank_index": bank_index,
-                "bank_width": 1,
-                "params": fn,
-                "mode": mode,
-                "synthetic": None,
-                "file": "test.lf",
-                "line": 1,
-                "label": None,
-                "worker": 0,
-                "ports": [
-                    {"name": p, "kind": "port", "width": -2, "mutable": False}
-                    if isinstance(p, str)
-                    else {"name": p[0], "kind": "port", "width": p[1], "mutable": False}
-                    for p in ports
-                ],
-                "timers": [
-                    {
-                        "name": t[0],
-                        "offset": t[1],
-                        "period": t[2],
-                        "mode": t[3] if len(t) > 3 else None,
-                    }
+            pm.ReactorInstance(
+                id=rid,
+                name=name,
+                short=short,
+                class_name=cls.__name__,
+                pyclass=pyclass,
+                parent=parent,
+                bank_index=bank_index,
+                bank_width=bank_width,
+                params=fn,
+                mode=mode,
+                file="test.lf",
+                line=1,
+                pin=pin,
+                ports=tuple(_port(p) for p in ports),
+                timers=tuple(
+                    pm.TimerSpec(name=t[0], offset=t[1], period=t[2], mode=t[3] if t[3:] else None)
                     for t in timers
-                ],
-                "actions": list(actions),
-                "modes": [{"name": m, "initial": i == 0} for i, m in enumerate(modes)],
-                "reactions": [],
-            }
+                ),
+                actions=tuple(actions),
+                modes=tuple(pm.ModeSpec(name=m, initial=i == 0) for i, m in enumerate(modes)),
+            )
         )
         return rid
 
     def reaction(
         self,
-        rid,
-        triggers=(),
-        sources=(),
-        effects=(),
-        args=None,
-        deadline=None,
-        mode=None,
-        name=None,
-        function=None,
-        mutable=(),
-    ):
+        rid: int,
+        triggers: Sequence[Item] = (),
+        sources: Sequence[Item] = (),
+        effects: Sequence[Item] = (),
+        args: Sequence[pm.Arg] | None = None,
+        deadline: int | None = None,
+        mode: str | None = None,
+        name: str | None = None,
+        function: str | None = None,
+        mutable: Sequence[str] = (),
+    ) -> int:
         """Add the next reaction of instance ``rid``; returns its id. ``args`` defaults to
         one argument per distinct port/action/mode (own ports by name, contained ports as a
         ``contained`` capsule named after the child); ``mutable`` names own inputs passed
         as mutable copies."""
-        index = len(self.reactors[rid]["reactions"])
-        xid = len(self.reactions)
-        self.reactors[rid]["reactions"].append(xid)
+        index = sum(1 for r in self.reactions if r.reactor == rid)
         if args is None:
             args = self._default_args(rid, [*triggers, *sources, *effects], mutable)
         self.reactions.append(
-            {
-                "id": xid,
-                "reactor": rid,
-                "index": index,
-                "name": name,
-                "label": None,
-                "function": function or f"reaction_function_{index}",
-                "deadline": deadline,
-                "deadline_function": None if deadline is None else f"deadline_function_{index}",
-                "mode": mode,
-                "triggers": [self._item(rid, t) for t in triggers],
-                "sources": [self._item(rid, t) for t in sources],
-                "effects": [self._item(rid, t) for t in effects],
-                "args": args,
-                "level": 0,
-                "inferred_deadline": None,
-                "rank": 0,
-                "file": "test.lf",
-                "line": 1,
-            }
+            pm.ReactionSpec(
+                id=len(self.reactions),
+                reactor=rid,
+                index=index,
+                name=name,
+                function=function or f"reaction_function_{index}",
+                deadline=deadline,
+                deadline_function=None if deadline is None else f"deadline_function_{index}",
+                mode=mode,
+                triggers=tuple(_ref(t) for t in triggers),
+                sources=tuple(_ref(t) for t in sources),
+                effects=tuple(_ref(t) for t in effects),
+                args=tuple(args),
+                file="test.lf",
+                line=1,
+            )
         )
-        return xid
+        return len(self.reactions) - 1
 
-    def connect(self, src, sport, dst, dport, width=1, src_ch=0, dst_ch=0):
+    def connect(
+        self, src: int, sport: str, dst: int, dport: str, width: int = 1, src_ch=0, dst_ch=0
+    ) -> None:
         """Connect ``width`` channels of ``src.sport`` to ``dst.dport`` (zero delay)."""
         for i in range(width):
-            self.channels.append([src, sport, src_ch + i, dst, dport, dst_ch + i])
+            self.channels.append(pm.Channel(src, sport, src_ch + i, dst, dport, dst_ch + i))
 
-    @staticmethod
-    def _item(rid, t):
-        if isinstance(t, str):
-            return {"kind": t}
-        kind = t[0]
-        if kind == "port":
-            return {"kind": "port", "reactor": t[1], "name": t[2]}
-        if kind == "mode":
-            return {"kind": "mode", "name": t[1], "transition": t[2]}
-        return {"kind": kind, "name": t[1]}
-
-    def _default_args(self, rid, items, mutable):
-        args, seen, contained = [], set(), {}
+    def _default_args(self, rid: int, items: list[Item], mutable: Sequence[str]) -> list[pm.Arg]:
+        args: list[pm.Arg] = []
+        seen: set = set()
+        contained: dict[int, int] = {}  # child id -> position in args
         for t in items:
             if isinstance(t, str) or t[0] == "timer" or t in seen:
                 continue
             seen.add(t)
             if t[0] == "action":
-                args.append({"name": t[1], "kind": "action", "action": t[1]})
+                args.append(pm.ActionArg(t[1], t[1]))
             elif t[0] == "mode":
-                args.append({"name": t[1], "kind": "mode", "mode": t[1], "transition": t[2]})
+                args.append(pm.ModeArg(t[1], t[1], pm.Transition(t[2])))
             elif t[1] == rid:
-                kind = "mutable" if t[2] in mutable else "port"
-                args.append({"name": t[2], "kind": kind, "reactor": rid, "port": t[2]})
+                arg = pm.MutableArg if t[2] in mutable else pm.PortArg
+                args.append(arg(t[2], rid, t[2]))
             elif t[1] in contained:
-                contained[t[1]]["ports"].append(t[2])
+                c = args[contained[t[1]]]
+                args[contained[t[1]]] = dataclasses.replace(c, ports=(*c.ports, t[2]))
             else:
-                contained[t[1]] = {
-                    "name": self.reactors[t[1]]["short"],
-                    "kind": "contained",
-                    "reactor": t[1],
-                    "ports": [t[2]],
-                }
-                args.append(contained[t[1]])
+                contained[t[1]] = len(args)
+                args.append(pm.ContainedArg(self.reactors[t[1]].short, t[1], (t[2],)))
         return args
 
     # ------------------------------------------------------------------ analysis
 
-    def graph(self):
-        """The graph.json dict, with levels, inferred deadlines and ranks filled in."""
-        rx = self.reactions
-        succ = {r["id"]: set() for r in rx}
-        by_reactor = {}
-        for r in rx:
-            by_reactor.setdefault(r["reactor"], []).append(r)
-        for rs in by_reactor.values():
-            for a, b in zip(rs, rs[1:]):
-                succ[a["id"]].add(b["id"])
-        down = {}
-        for c in self.channels:
-            down.setdefault((c[0], c[1]), set()).add((c[3], c[4]))
-        readers = {}
-        for r in rx:
-            for t in r["triggers"] + r["sources"]:
-                if t["kind"] == "port":
-                    readers.setdefault((t["reactor"], t["name"]), []).append(r)
-        for r in rx:
-            for e in r["effects"]:
-                if e["kind"] != "port":
-                    continue
-                todo, seen = [(e["reactor"], e["name"])], set()
-                while todo:
-                    p = todo.pop()
-                    if p in seen:
-                        continue
-                    seen.add(p)
-                    for q in readers.get(p, []):
-                        if q is r:
-                            continue
-                        if (
-                            q["reactor"] == r["reactor"]
-                            and q["mode"] != r["mode"]
-                            and q["mode"]
-                            and r["mode"]
-                        ):
-                            continue
-                        succ[r["id"]].add(q["id"])
-                    todo.extend(down.get(p, ()))
-        level = {}
+    def program(self) -> pm.Program:
+        """The program model, with levels, inferred deadlines and ranks filled in."""
+        succ = self._precedence()
+        level: dict[int, int] = {}
+        preds = {i: [a for a, bs in succ.items() if i in bs] for i in succ}
 
-        def lvl(i, stack=()):
+        def lvl(i: int, stack: tuple = ()) -> int:
             if i in stack:
-                raise ValueError("causality cycle in test graph")
+                raise ValueError("causality cycle in test program")
             if i not in level:
-                preds = [a for a, bs in succ.items() if i in bs]
-                level[i] = 1 + max((lvl(a, stack + (i,)) for a in preds), default=-1)
+                level[i] = 1 + max((lvl(a, stack + (i,)) for a in preds[i]), default=-1)
             return level[i]
 
-        inf = {}
+        inferred: dict[int, int | None] = {}
 
-        def inferred(i):
-            if i not in inf:
-                own = rx[i]["deadline"]
-                vals = [v for v in [own, *(inferred(b) for b in succ[i])] if v is not None]
-                inf[i] = min(vals) if vals else None
-            return inf[i]
+        def infer(i: int) -> int | None:
+            if i not in inferred:
+                own = self.reactions[i].deadline
+                vals = [v for v in [own, *(infer(b) for b in succ[i])] if v is not None]
+                inferred[i] = min(vals) if vals else None
+            return inferred[i]
 
-        for r in rx:
-            r["level"] = lvl(r["id"])
-            r["inferred_deadline"] = inferred(r["id"])
-        big = 1 << 63
+        rx = [
+            dataclasses.replace(r, level=lvl(r.id), inferred_deadline=infer(r.id))
+            for r in self.reactions
+        ]
         order = sorted(
             rx,
             key=lambda r: (
-                big if r["inferred_deadline"] is None else r["inferred_deadline"],
-                r["level"],
-                r["reactor"],
-                r["index"],
+                BIG if r.inferred_deadline is None else r.inferred_deadline,
+                r.level,
+                r.reactor,
+                r.index,
             ),
         )
-        for rank, r in enumerate(order):
-            r["rank"] = rank
-        return {
-            "version": 1,
-            "name": self.name,
-            "main_file": "/tmp/test.lf",
-            "source_directory": "/tmp/src",
-            "package_directory": "/tmp",
-            "module": "test.py",
-            "target": self.target,
-            "reactors": self.reactors,
-            "reactions": rx,
-            "channels": self.channels,
-            "connections": [],
-            "line_map": self.line_map,
-        }
+        rank = {r.id: i for i, r in enumerate(order)}
+        return pm.Program(
+            name=self.name,
+            main_file="/tmp/test.lf",
+            source_directory="/tmp/src",
+            package_directory="/tmp",
+            module="test.py",
+            target=self.target,
+            reactors=tuple(
+                dataclasses.replace(i, reactions=tuple(r.id for r in rx if r.reactor == i.id))
+                for i in self.reactors
+            ),
+            reactions=tuple(dataclasses.replace(r, rank=rank[r.id]) for r in rx),
+            channels=tuple(self.channels),
+            line_map=tuple(self.line_map),
+        )
 
-    def run(self, *args):
+    def _precedence(self) -> dict[int, set[int]]:
+        """Reaction id -> downstream reaction ids (spec §3.5)."""
+        rx = self.reactions
+        succ: dict[int, set[int]] = {r.id: set() for r in rx}
+        for rid in {r.reactor for r in rx}:
+            mine = [r for r in rx if r.reactor == rid]
+            for a, b in zip(mine, mine[1:]):
+                succ[a.id].add(b.id)
+        down: dict[tuple, set] = {}
+        for c in self.channels:
+            down.setdefault(c.src[:2], set()).add(c.dst[:2])
+        readers: dict[tuple, list[pm.ReactionSpec]] = {}
+        for r in rx:
+            for t in r.triggers + r.sources:
+                if isinstance(t, pm.PortRef):
+                    readers.setdefault((t.reactor, t.name), []).append(r)
+        for r in rx:
+            for e in r.effects:
+                if isinstance(e, pm.PortRef):
+                    self._reach(r, (e.reactor, e.name), down, readers, succ)
+        return succ
+
+    @staticmethod
+    def _reach(r: pm.ReactionSpec, start: tuple, down: dict, readers: dict, succ: dict) -> None:
+        todo, seen = [start], set()
+        while todo:
+            p = todo.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            for q in readers.get(p, []):
+                other_mode = q.reactor == r.reactor and q.mode != r.mode and q.mode and r.mode
+                if q is not r and not other_mode:
+                    succ[r.id].add(q.id)
+            todo.extend(down.get(p, ()))
+
+    def run(self, *args: str) -> int:
         """Build and run; returns the exit status."""
-        return run_graph(self.module, self.graph(), args)
+        return run_graph(self.module, self.program(), args)
+
+
+def _port(p: str | tuple[str, int]) -> pm.PortSpec:
+    name, width = (p, pm.PLAIN_WIDTH) if isinstance(p, str) else p
+    # the runtime treats inputs and outputs alike; a test names only what it connects
+    return pm.PortSpec(name=name, kind=pm.PortKind.OUTPUT, width=width)
+
+
+def _ref(t: Item) -> pm.Ref:
+    if isinstance(t, str):
+        return pm.BuiltinTrigger(pm.Builtin(t))
+    kind = t[0]
+    if kind == "port":
+        return pm.PortRef(t[1], t[2])
+    if kind == "mode":
+        return pm.ModeRef(t[1], pm.Transition(t[2]))
+    return pm.TimerRef(t[1]) if kind == "timer" else pm.ActionRef(t[1])

@@ -1,0 +1,523 @@
+"""The program model: the elaborated program as frozen dataclasses, and its JSON form.
+
+The compiler (``lfc``) builds a :class:`Program` and writes it as ``graph.json``
+(:meth:`Program.dumps`); the runtime, placement, the graph viewer and the tests read it back
+(:meth:`Program.load`). docs/PROGRAM.md documents every field. All times are integer
+nanoseconds; a reactor's ``id`` is its index in :attr:`Program.reactors`.
+
+The JSON form is versioned (:data:`FORMAT_VERSION`). Reading checks the version, every field's
+presence and type, and rejects unknown fields, so a graph.json written by another version of
+``lfc`` (or by hand, wrongly) fails with a :class:`~reactors.errors.ProgramFormatError` that
+names the file and the offending field instead of failing later in the runtime.
+
+The JSON form follows the fields (:mod:`reactors.jsonform`): enums are their values, tuples are
+lists, the small tuple records (:class:`ChannelKey`, :class:`PortKey`, :class:`Channel`,
+:class:`LineRange`) are JSON arrays, and references and arguments carry a ``"kind"`` tag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
+
+from .errors import GraphError, ProgramFormatError
+from .jsonform import Mismatch, decode, encode, key
+from .target import TargetSettings
+
+#: Version of the JSON form written by :meth:`Program.dumps` and accepted by :meth:`Program.load`.
+FORMAT_VERSION = 2
+#: ``width`` of a plain port (not a multiport); it has exactly one channel, index 0.
+PLAIN_WIDTH = -2
+
+
+# --------------------------------------------------------------------------- enumerations
+
+
+class PortKind(StrEnum):
+    INPUT = "input"
+    OUTPUT = "output"
+
+
+class Origin(StrEnum):
+    LOGICAL = "logical"
+    PHYSICAL = "physical"
+
+
+class Policy(StrEnum):
+    """What ``schedule`` does with an event closer than ``min_spacing`` to the previous one."""
+
+    DEFER = "defer"
+    DROP = "drop"
+    REPLACE = "replace"
+    UPDATE = "update"
+
+
+class Transition(StrEnum):
+    """How a mode is entered: its ``reset state`` re-initialised, or resumed (``history``)."""
+
+    RESET = "reset"
+    HISTORY = "history"
+
+
+class Synthetic(StrEnum):
+    """The kind of instance the compiler adds to lower ``after`` (delay) and ``~>``."""
+
+    DELAY = "delay"
+    PHYSICAL_DELAY = "physical_delay"
+
+
+class Builtin(StrEnum):
+    """Triggers that every reactor has."""
+
+    STARTUP = "startup"
+    SHUTDOWN = "shutdown"
+    RESET = "reset"
+
+
+# --------------------------------------------------------------------------- tuple records
+
+
+class ChannelKey(NamedTuple):
+    """One channel of a port: ``(reactor id, port name, channel index)``; JSON ``[r, p, i]``."""
+
+    reactor: int
+    port: str
+    index: int
+
+
+class PortKey(NamedTuple):
+    """A port as a whole: ``(reactor id, port name)``; JSON ``[r, p]``."""
+
+    reactor: int
+    port: str
+
+
+class LineRange(NamedTuple):
+    """Generated-module lines ``first..last`` are lines ``line..`` of ``.lf`` file ``file``."""
+
+    first: int
+    last: int
+    file: str
+    line: int
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True, kw_only=True)
+class MainParameter:
+    """A parameter of the main reactor, for the program's ``--help``: ``type`` is the declared
+    type's text (None: none declared); ``default`` the value's ``.lf`` text after any
+    ``lfc -D``; ``file``/``line`` where it is declared (the main file or a superclass's)."""
+
+    name: str
+    type: str | None
+    default: str
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortSpec:
+    """A port of one instance; ``width`` is the number of channels, or :data:`PLAIN_WIDTH`."""
+
+    name: str
+    kind: PortKind
+    width: int = PLAIN_WIDTH
+    mutable: bool = False
+
+    @property
+    def channels(self) -> int:
+        """How many channels the port has (1 for a plain port)."""
+        return 1 if self.width == PLAIN_WIDTH else self.width
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimerSpec:
+    """``timer name(offset, period)`` in ns; ``mode``: the reactor's mode holding it."""
+
+    name: str
+    offset: int = 0
+    period: int = 0
+    mode: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionSpec:
+    """``logical|physical action name(min_delay, min_spacing, policy)``; times in ns,
+    ``min_spacing`` None means no spacing (not 0)."""
+
+    name: str
+    origin: Origin = Origin.LOGICAL
+    min_delay: int = 0
+    min_spacing: int | None = None
+    policy: Policy = Policy.DEFER
+    mode: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModeSpec:
+    name: str
+    initial: bool = False
+
+
+# --------------------------------------------------------------------------- references
+
+
+@dataclass(frozen=True)
+class BuiltinTrigger:
+    """``startup``, ``shutdown`` or ``reset`` as a trigger."""
+
+    KINDS: ClassVar[tuple[str, ...]] = tuple(Builtin)
+    kind: Builtin
+
+
+@dataclass(frozen=True)
+class TimerRef:
+    """A timer of the reaction's own reactor."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("timer",)
+    name: str
+
+
+@dataclass(frozen=True)
+class ActionRef:
+    """An action of the reaction's own reactor."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("action",)
+    name: str
+
+
+@dataclass(frozen=True)
+class PortRef:
+    """A port of ``reactor`` (the reaction's own reactor or a contained one), all channels."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("port",)
+    reactor: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ModeRef:
+    """A mode of the reaction's own reactor (an effect: the reaction may switch to it)."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("mode",)
+    name: str
+    transition: Transition
+
+
+#: A trigger, source or effect of a reaction.
+Ref = BuiltinTrigger | TimerRef | ActionRef | PortRef | ModeRef
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@dataclass(frozen=True)
+class PortArg:
+    """A port of ``reactor`` passed as itself (a Port, or a list of channels for a multiport)."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("port",)
+    name: str
+    reactor: int
+    port: str
+
+
+@dataclass(frozen=True)
+class MutableArg:
+    """An input passed as a ``mutable`` copy: ``.value`` is a deep copy per reaction."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("mutable",)
+    name: str
+    reactor: int
+    port: str
+
+
+@dataclass(frozen=True)
+class ActionArg:
+    KINDS: ClassVar[tuple[str, ...]] = ("action",)
+    name: str
+    action: str
+
+
+@dataclass(frozen=True)
+class ContainedArg:
+    """A contained instance, as an object with one attribute per port in ``ports``."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("contained",)
+    name: str
+    reactor: int
+    ports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BankArg:
+    """A contained bank, as a list (one per member) of objects with the ``ports``."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("bank",)
+    name: str
+    reactors: tuple[int, ...]
+    ports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BankPortsArg:
+    """One port of every member of a contained bank, as a list."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("bank_ports",)
+    name: str
+    reactors: tuple[int, ...]
+    port: str
+
+
+@dataclass(frozen=True)
+class ModeArg:
+    """A mode of the own reactor, to switch to with ``transition``."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("mode",)
+    name: str
+    mode: str
+    transition: Transition
+
+
+@dataclass(frozen=True)
+class ChannelsArg:
+    """A list of single channels (the ``src``/``dst`` of a ``_lf_forward`` reaction)."""
+
+    KINDS: ClassVar[tuple[str, ...]] = ("channels",)
+    name: str
+    channels: tuple[ChannelKey, ...]
+
+
+#: One parameter of a reaction function (after ``self``).
+Arg = (
+    PortArg | MutableArg | ActionArg | ContainedArg | BankArg | BankPortsArg | ModeArg | ChannelsArg
+)
+
+#: The function name of the synthetic reactions that forward a connection inside a mode.
+FORWARD = "_lf_forward"
+
+
+# --------------------------------------------------------------------------- the program
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReactionSpec:
+    """One reaction of one instance. ``index`` is 0-based within its reactor (inherited
+    reactions first); ``rank`` is the total priority order; ``deadline`` in ns."""
+
+    id: int
+    reactor: int
+    index: int
+    name: str | None = None
+    label: str | None = None
+    function: str
+    deadline: int | None = None
+    deadline_function: str | None = None
+    mode: str | None = None
+    triggers: tuple[Ref, ...] = ()
+    sources: tuple[Ref, ...] = ()
+    effects: tuple[Ref, ...] = ()
+    args: tuple[Arg, ...] = ()
+    level: int = 0
+    inferred_deadline: int | None = None
+    rank: int = 0
+    file: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReactorInstance:
+    """One reactor instance (a bank member is one). ``parent`` is None for the main reactor;
+    ``params`` names the module function ``(parent, bank_index) -> dict``; ``mode`` is the
+    parent's mode holding the instance; ``worker`` its placement, ``pin`` the ``n`` of an
+    ``@worker(n)`` attribute; ``reactions`` the ids of its reactions in index order."""
+
+    id: int
+    name: str
+    short: str
+    class_name: str = field(metadata=key("class"))
+    pyclass: str
+    parent: int | None
+    bank_index: int = 0
+    bank_width: int = 1
+    params: str | None = None
+    mode: str | None = None
+    synthetic: Synthetic | None = None
+    file: str = ""
+    line: int = 0
+    label: str | None = None
+    worker: int = 0
+    pin: int | None = None
+    ports: tuple[PortSpec, ...] = ()
+    timers: tuple[TimerSpec, ...] = ()
+    actions: tuple[ActionSpec, ...] = ()
+    modes: tuple[ModeSpec, ...] = ()
+    reactions: tuple[int, ...] = ()
+
+    def port(self, name: str) -> PortSpec | None:
+        """The port called ``name``, or None."""
+        return next((p for p in self.ports if p.name == name), None)
+
+
+class Channel(NamedTuple):
+    """A zero-delay connection of channel ``src`` to channel ``dst``; JSON ``[*src, *dst]``."""
+
+    src_reactor: int
+    src_port: str
+    src_index: int
+    dst_reactor: int
+    dst_port: str
+    dst_index: int
+
+    @property
+    def src(self) -> ChannelKey:
+        return ChannelKey(*self[:3])
+
+    @property
+    def dst(self) -> ChannelKey:
+        return ChannelKey(*self[3:])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connection:
+    """A connection as written in ``container`` (port level, for the viewer); ``delay`` in ns
+    of ``after`` (None without one)."""
+
+    sources: tuple[PortKey, ...] = field(metadata=key("from"))
+    destinations: tuple[PortKey, ...] = field(metadata=key("to"))
+    delay: int | None = None
+    physical: bool = False
+    iterated: bool = False
+    container: int
+    line: int = 0
+    label: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Program:
+    """The whole elaborated program (graph.json). ``reactors``: parents before children,
+    index == id; ``channels``: every zero-delay connection at channel level (after lowering);
+    ``connections``: as written, for the viewer; ``line_map``: generated module to ``.lf``."""
+
+    name: str
+    main_file: str = ""
+    source_directory: str = ""
+    package_directory: str = ""
+    module: str = ""
+    target: TargetSettings = TargetSettings()
+    reactors: tuple[ReactorInstance, ...]
+    reactions: tuple[ReactionSpec, ...]
+    channels: tuple[Channel, ...] = ()
+    connections: tuple[Connection, ...] = ()
+    line_map: tuple[LineRange, ...] = ()
+    main_parameters: tuple[MainParameter, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a dict of JSON values) with ``"version"`` first."""
+        return {"version": FORMAT_VERSION, **encode(self)}
+
+    def dumps(self) -> str:
+        """The JSON text of graph.json."""
+        return json.dumps(self.to_json(), indent=1)
+
+    @classmethod
+    def from_json(cls, data: object, source: str = "<graph.json>") -> Program:
+        """Decode the JSON form. ``source`` names it in errors.
+
+        Raises:
+            ProgramFormatError: another format version, or a field missing, unknown or of the
+                wrong type (the message names ``source`` and the field).
+        """
+        if not isinstance(data, dict):
+            raise ProgramFormatError(source, "expected a JSON object")
+        version = data.get("version")
+        if version != FORMAT_VERSION:
+            raise ProgramFormatError(
+                source,
+                f"format version: expected {FORMAT_VERSION}, found {version!r} "
+                "(rebuild the program with this lfc)",
+            )
+        try:
+            program = decode(cls, {k: v for k, v in data.items() if k != "version"})
+            _check_ids(program)
+        except Mismatch as e:
+            raise ProgramFormatError(source, str(e)) from None
+        return program
+
+    @classmethod
+    def load(cls, path: str) -> Program:
+        """Read a graph.json file. Relative paths in it (files and directories) are taken
+        relative to the file's directory and made absolute.
+
+        Raises:
+            GraphError: the file cannot be read or is not JSON.
+            ProgramFormatError: see :meth:`from_json`.
+        """
+        where = os.path.abspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise GraphError(f"cannot read {where}: {e}") from None
+        return absolute_paths(cls.from_json(data, where), os.path.dirname(where))
+
+
+def load(path: str) -> Program:
+    """Same as :meth:`Program.load`."""
+    return Program.load(path)
+
+
+def decode_refs(items: object) -> tuple[Ref, ...]:
+    """Triggers, sources or effects from their JSON form (``[{"kind": "port", ...}]``).
+
+    Raises:
+        ProgramFormatError: an item of an unknown kind or shape.
+    """
+    try:
+        return decode(tuple[Ref, ...], items, "refs")
+    except Mismatch as e:
+        raise ProgramFormatError("<references>", str(e)) from None
+
+
+def decode_args(items: object) -> tuple[Arg, ...]:
+    """Reaction arguments from their JSON form (``[{"name": ..., "kind": ...}]``).
+
+    Raises:
+        ProgramFormatError: an item of an unknown kind or shape.
+    """
+    try:
+        return decode(tuple[Arg, ...], items, "args")
+    except Mismatch as e:
+        raise ProgramFormatError("<arguments>", str(e)) from None
+
+
+def absolute_paths(program: Program, base: str) -> Program:
+    """``program`` with its relative file and directory paths made absolute against ``base``."""
+
+    def fix(p: str) -> str:
+        return p if not p or os.path.isabs(p) else os.path.normpath(os.path.join(base, p))
+
+    files = [program.main_file, program.source_directory, program.package_directory]
+    files += [r.file for r in program.reactors] + [r.file for r in program.reactions]
+    if all(fix(f) == f for f in files + [r.file for r in program.line_map]):
+        return program  # lfc writes absolute paths
+    return dataclasses.replace(
+        program,
+        main_file=fix(program.main_file),
+        source_directory=fix(program.source_directory),
+        package_directory=fix(program.package_directory),
+        reactors=tuple(dataclasses.replace(r, file=fix(r.file)) for r in program.reactors),
+        reactions=tuple(dataclasses.replace(r, file=fix(r.file)) for r in program.reactions),
+        line_map=tuple(r._replace(file=fix(r.file)) for r in program.line_map),
+    )
+
+
+def _check_ids(program: Program) -> None:
+    for i, r in enumerate(program.reactors):
+        if r.id != i:
+            raise Mismatch(f"{i} (ids equal positions)", r.id).within(f"reactors[{i}].id")
