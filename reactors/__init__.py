@@ -7,8 +7,12 @@ each: ``tag`` (time), ``port``, ``action``, ``timer``, ``reaction``, ``reactor``
 ``launch``.
 
 Several workers (issue 3): ``topology`` (which channels cross workers), ``placement``
-(reactors to workers), ``parallel`` (plan, backend choice, a worker's life, supervision),
-``worker`` (one worker's per-tag loop), ``coordinator`` (the tag agreement, run by worker 0),
-``sync`` (control block, waiting and waking), ``shm`` (port channels through shared memory),
-``processes`` and ``threads`` (the two backends), ``trace`` (port-value digests, timing trace).
+(reactors to workers), ``plan`` (placement and channels of a run), ``parallel`` (backend
+choice), ``supervisor`` (starting, watching and stopping workers; exit status),
+``worker_life`` (a worker from build to exit), ``worker`` (one worker's per-tag loop),
+``coordinator`` (the tag agreement, run by worker 0), ``output`` (what workers print),
+``records`` (per-worker digests and traces), ``transport`` (what a backend provides),
+``processes`` and ``threads`` (the two transports), ``sync`` (control block, waiting and
+waking), ``shm`` (port channels through shared memory), ``trace`` (port-value digests, timing
+trace).
 """

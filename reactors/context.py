@@ -1,8 +1,9 @@
 """The process-wide runtime context that ``lf.*`` and ``ReactorBase`` methods consult.
 
 Reaction code calls free functions (``lf.tag()``, ``request_stop()``) with no handle to the
-runtime, so the running program registers itself here. One context per process: a later
-multi-process worker backend sets it once in each worker.
+runtime, so the running program registers itself here. One context per process: the
+processes transport sets it once in each worker process; the threads transport sets ``sched``
+to a stand-in that forwards to the calling worker thread's scheduler.
 """
 
 from __future__ import annotations

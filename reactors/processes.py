@@ -228,6 +228,8 @@ def _import(path: str, name: str) -> ModuleType:
         spec = importlib.util.spec_from_file_location(
             "__mp_main__" if name == "__main__" else name, path
         )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import the program {path}")
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
@@ -265,7 +267,8 @@ def _child(spec: _Spec) -> None:
         report_failure(ctl, bells, spec.me, status)
     finally:
         sys.stdout = sys.__stdout__
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         ctl.release()
     sys.exit(status)
 

@@ -39,22 +39,22 @@ def _spin_ns() -> int:
 class _PerThread:
     """Stands in for ``CTX.sched``: the scheduler of the calling worker thread."""
 
-    def __init__(self):
-        self.by_thread = {}
-        self.default = None
+    def __init__(self) -> None:
+        self.by_thread: dict[int, Any] = {}
+        self.default: Any = None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         s = self.by_thread.get(threading.get_ident(), self.default)
         return getattr(s, name)
 
 
 class _Stdout:
     """Stands in for ``sys.stdout``: each worker thread prints into its own
-    :class:`reactors.worker.Captured`; other threads print directly."""
+    :class:`reactors.output.Captured`; other threads print directly."""
 
-    def __init__(self, real):
+    def __init__(self, real: TextIO):
         self.real = real
-        self.by_thread = {}
+        self.by_thread: dict[int, Captured] = {}
 
     def write(self, text: str) -> int:
         return self.by_thread.get(threading.get_ident(), self.real).write(text)
@@ -62,14 +62,14 @@ class _Stdout:
     def flush(self) -> None:
         self.by_thread.get(threading.get_ident(), self.real).flush()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
 
 class _Writer:
     """Publishes a crossing's value object and presence for the readers of other threads."""
 
-    def __init__(self, cells, base: int, port, slot: list):
+    def __init__(self, cells: memoryview, base: int, port: Any, slot: list):
         self.cells, self.cell, self.port, self.slot = cells, base + C_STATE, port, slot
 
     def publish(self, seq: int) -> None:
@@ -84,7 +84,7 @@ class _Writer:
 class _Reader:
     """Receives a crossing's value object (shared, not copied)."""
 
-    def __init__(self, cells, base: int, port, slot: list):
+    def __init__(self, cells: memoryview, base: int, port: Any, slot: list):
         self.cells, self.state_cell, self.port, self.slot = cells, base + C_STATE, port, slot
 
     def receive(self, seq: int) -> None:
@@ -95,16 +95,19 @@ class _Reader:
 
 
 class _Channels:
-    def __init__(self, ctl, slots: list, per_thread: _PerThread, stdout):
+    """The channels of a threads run (every worker's ends): ``slots[index]`` holds channel
+    ``index``'s value object."""
+
+    def __init__(self, ctl: Control, slots: list, per_thread: _PerThread, stdout: _Stdout):
         self.ctl, self.slots, self.per_thread, self.stdout = ctl, slots, per_thread, stdout
 
-    def writer(self, index: int, _readers, port) -> _Writer:
+    def writer(self, index: int, _readers: tuple[int, ...], port: Any) -> _Writer:
         return _Writer(self.ctl.cells, self.ctl.channel_base(index), port, self.slots[index])
 
-    def reader(self, index: int, port) -> _Reader:
+    def reader(self, index: int, port: Any) -> _Reader:
         return _Reader(self.ctl.cells, self.ctl.channel_base(index), port, self.slots[index])
 
-    def started(self, me: int, sched) -> None:
+    def started(self, me: int, sched: Any) -> None:
         me_thread = threading.get_ident()
         self.per_thread.by_thread[me_thread] = sched
         if me == 0:
