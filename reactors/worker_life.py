@@ -49,20 +49,7 @@ def worker_main(
             program = build(module, graph, owned=plan.owned[me])
         except BuildFailure as f:
             return report_failure(end.ctl, end.bells, me, report(f.exc, f.what, smap, log=log))
-        link = _link(plan, me, end, program, captured)
-        digest = Digest(written_ports(graph, program, plan.owned[me])) if opts.digest else None
-        coord = _coordinator(plan, end, opts, log, captured) if me == 0 else None
-        sched = WorkerScheduler(
-            program,
-            link,
-            keepalive=opts.keepalive,
-            log=log,
-            recorder=digest,
-            coordinator=coord,
-        )
-        timeline = Timeline(me) if graph.get("target", {}).get("tracing") else None
-        if timeline is not None:
-            timeline.wrap(sched)
+        sched, digest, timeline = _scheduler(program, graph, plan, me, end, opts, log, captured)
         end.channels.started(me, sched)
         sched.run()
         write_records(opts, me, digest, timeline)
@@ -72,16 +59,46 @@ def worker_main(
         return 0
     except BaseException as exc:
         _send_or_spill(sched, captured)
-        if isinstance(exc, KeyboardInterrupt):
-            return report_failure(end.ctl, end.bells, me, 130)
-        r = sched.failed if sched is not None else None
-        if r is None:
-            status = report(exc, f"worker {me}", smap, log=log)
-        else:
-            status = report(exc, r.describe(), smap, fallback=(r.file, r.line), log=log)
-        return report_failure(end.ctl, end.bells, me, status)
+        return report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
     finally:
         end.channels.close()
+
+
+def _scheduler(
+    program: Any,
+    graph: dict,
+    plan: Plan,
+    me: int,
+    end: Endpoint,
+    opts: Any,
+    log: Log,
+    captured: Captured,
+) -> tuple[WorkerScheduler, Digest | None, Timeline | None]:
+    """Worker ``me``'s scheduler of ``program`` (its share), connected to its channels, and
+    the recorders it feeds: the digest (``--digest``) and the timeline (``tracing``)."""
+    link = _link(plan, me, end, program, captured)
+    digest = Digest(written_ports(graph, program, plan.owned[me])) if opts.digest else None
+    coord = _coordinator(plan, end, opts, log, captured) if me == 0 else None
+    sched = WorkerScheduler(
+        program, link, keepalive=opts.keepalive, log=log, recorder=digest, coordinator=coord
+    )
+    timeline = Timeline(me) if graph.get("target", {}).get("tracing") else None
+    if timeline is not None:
+        timeline.wrap(sched)
+    return sched, digest, timeline
+
+
+def _status(
+    exc: BaseException, sched: WorkerScheduler | None, me: int, smap: SourceMap, log: Log
+) -> int:
+    """Report ``exc`` on stderr, naming the failed reaction (and its .lf line) if a reaction
+    raised it; the exit status (Ctrl-C: 130, not reported)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    r = sched.failed if sched is not None else None
+    if r is None:
+        return report(exc, f"worker {me}", smap, log=log)
+    return report(exc, r.describe(), smap, fallback=(r.file, r.line), log=log)
 
 
 def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured) -> Link:
