@@ -1,9 +1,9 @@
 """The process-wide runtime context that ``lf.*`` and ``ReactorBase`` methods consult.
 
 Reaction code calls free functions (``lf.tag()``, ``request_stop()``) with no handle to the
-runtime, so the running program registers itself here. One context per process: each worker
-process of a parallel run sets it once; with the threads backend, ``sched`` is a stand-in that
-finds the scheduler of the calling worker thread (``reactors.threads``).
+runtime, so the running program registers itself here. One context per process: the
+processes transport sets it once in each worker process; the threads transport sets ``sched``
+to a stand-in that forwards to the calling worker thread's scheduler.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Context:
         self.sched = Idle()
         self.source_directory = ""
         self.package_directory = ""
-        self.log = Log()
+        self.log = Log("info")
         self.trace_handles = 0
 
 

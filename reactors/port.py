@@ -4,9 +4,8 @@ A :class:`Port` is one channel. Zero-delay connections are by reference, so ever
 reached from a root channel *is* the root's :class:`Port` object (the build step hands the same
 object to the writer and to every reader): no copying per tag. A port holds its value (which
 persists across tags), its presence at the current tag, and the ranks of the reactions its
-presence triggers. The transports of a parallel run (``reactors.shm``, ``reactors.threads``)
-write ``_v`` directly when a value arrives from another worker and then call
-:meth:`Port.trigger`.
+presence triggers. A transport's channel reader (:mod:`reactors.transport`) fills ``_v``
+directly and then calls :meth:`Port.trigger`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
-"""The processes backend: one ``spawn``-ed process per worker (worker 0 also coordinates
-the tags); the program's own process supervises (:func:`reactors.parallel.supervise`).
+"""The processes transport: one ``spawn``-ed process per worker (worker 0 also coordinates
+the tags); the program's own process supervises (:mod:`reactors.supervisor`).
 
 Shared state: one control segment (``<prefix>ctl``, :class:`reactors.sync.Control`) and the
 channels' slot segments (:mod:`reactors.shm`), all named with a per-run ``prefix``; one
 ``eventfd`` bell per worker and one for the supervisor, handed to the children at spawn. The
 supervisor waits in ``poll`` on its bell and on the workers' process sentinels, so a worker
-killed by a signal is noticed at once. Every exit path (normal end, a reaction error or
-``exit(n)``, a worker killed, Ctrl-C, SIGTERM) ends the same way: workers are told to stop,
-joined (then terminated, then killed), the last tag's pending output is printed, and every
-segment with the run's prefix is unlinked. Workers ignore SIGINT (the supervisor handles a
-Ctrl-C of the whole process group); a worker whose parent died notices within 50 ms of its
-next wait and exits, unlinking the segments of its run.
+killed by a signal is noticed at once (:class:`reactors.transport.WorkerDied`). Stopped
+workers are joined, then terminated, then killed; at the end every segment with the run's
+prefix is unlinked. Workers ignore SIGINT (the supervisor handles a Ctrl-C of the whole
+process group); a worker whose parent died notices within 50 ms of its next wait and exits,
+unlinking the segments of its run.
 """
 
 from __future__ import annotations
@@ -24,41 +23,26 @@ import sys
 import threading
 from dataclasses import dataclass
 from multiprocessing import reduction
+from multiprocessing.process import BaseProcess
+from types import ModuleType
+from typing import Any
 
 from .context import CTX
-from .coordinator import WorkerFailed
+from .errors import SourceMap, report
 from .log import Log
-from .parallel import (
-    channel_count,
-    merge_records,
-    output_readers,
-    stop_workers,
-    supervise,
-    worker_main,
-    write_pending_output,
-)
+from .output import Captured
+from .plan import Plan
 from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
-from .worker import Aborted, Captured
+from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
+from .worker import Aborted
+from .worker_life import report_failure, worker_main
 
 SPIN_NS = 50_000  # spin (with sched_yield) this long before blocking, ns
 _GRACE_S = 2.0  # how long stopped workers get to exit before SIGTERM, then SIGKILL
 _EXIT_S = 60.0  # how long finished workers get to write their records and exit
-STATUS_TERMINATED = 128 + signal.SIGTERM
-
-
-class WorkerDied(Exception):
-    """A worker process ended without reporting (killed by a signal, or crashed)."""
-
-    def __init__(self, message: str, worker: int):
-        super().__init__(message)
-        self.worker = worker
-
-
-class Terminated(BaseException):
-    """SIGTERM reached the supervising process."""
 
 
 class _Fd:
@@ -67,46 +51,47 @@ class _Fd:
     def __init__(self, fd: int):
         self.fd = fd
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return (_rebuild_fd, (reduction.DupFd(self.fd),))
 
 
-def _rebuild_fd(dup) -> int:
+def _rebuild_fd(dup: Any) -> int:
     return dup.detach()
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Spec:
     """Everything a worker process needs (pickled by spawn)."""
 
     module_path: str
     module_name: str
     graph: Program
-    plan: object
+    plan: Plan
     me: int
     prefix: str
     fds: list
-    opts: object
+    opts: Any
     logging: str
     parent: int
 
 
 class ShmChannels:
-    """Crossings of one worker process through shared memory (:mod:`reactors.shm`)."""
+    """One worker process's ends of the channels, through shared memory (:mod:`reactors.shm`;
+    run prefix ``prefix``)."""
 
-    def __init__(self, ctl, prefix: str, me: int):
+    def __init__(self, ctl: Control, prefix: str, me: int):
         self.ctl, self.prefix, self.me = ctl, prefix, me
-        self.writers = []
+        self.writers: list[Writer] = []
 
-    def writer(self, index: int, readers, port) -> Writer:
+    def writer(self, index: int, readers: tuple[int, ...], port: Any) -> Writer:
         w = Writer(self.ctl, index, readers, port, self.prefix)
         self.writers.append(w)
         return w
 
-    def reader(self, index: int, port) -> Reader:
+    def reader(self, index: int, port: Any) -> Reader:
         return Reader(self.ctl, index, self.me, port, self.prefix)
 
-    def started(self, me: int, sched) -> None:
+    def started(self, me: int, sched: Any) -> None:
         CTX.sched = sched
 
     def close(self) -> None:
@@ -114,50 +99,107 @@ class ShmChannels:
             w.close()
 
 
-def run_processes(module, graph: Program, plan, opts, log) -> int:
-    """Run ``plan`` with one process per worker; returns the exit status."""
-    n = plan.workers
-    prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
-    seg = Segment(prefix + "ctl", True, Control.size(n, channel_count(plan)))
-    ctl = Control(seg.buf, n, channel_count(plan))
-    ctl.init()
-    fds = [FdBell.new() for _ in range(n + 1)]  # one per worker, then the supervisor's
-    procs = []
-    status, message = 1, None
-    old_term = _on_sigterm()
-    try:
-        _spawn(module, graph, plan, opts, prefix, fds, procs)
-        sentinels = {p.sentinel: w for w, p in enumerate(procs)}
-        bell = FdBell(fds[n], extra=sentinels)
-        status = supervise(ctl, bell, lambda ready: _check_dead(ready, sentinels, procs, ctl, bell))
-        for p in procs:  # workers write their records, then exit
+class ProcessTransport:
+    """The :class:`reactors.transport.Transport` of one process per worker: allocates the
+    run's control segment and eventfds at construction; :meth:`close` unlinks every segment
+    of the run."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        n = plan.workers
+        self.prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
+        self.segment = Segment(self.prefix + "ctl", True, Control.size(n, plan.channels))
+        self.control = Control(self.segment.buf, n, plan.channels)
+        self.control.init()
+        self.fds = [FdBell.new() for _ in range(n + 1)]  # one per worker, then the supervisor's
+        self.procs: list[BaseProcess] = []
+
+    def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
+        """Spawn one process per worker (each kept as soon as it runs)."""
+        ctx = mp.get_context("spawn")
+        path = os.path.abspath(module.__file__ or "")
+        level = graph.target.logging or DEFAULTS.logging
+        fds = [_Fd(f) for f in self.fds]
+        for w in range(self.plan.workers):
+            spec = _Spec(
+                path,
+                module.__name__,
+                graph,
+                self.plan,
+                w,
+                self.prefix,
+                fds,
+                opts,
+                level,
+                os.getpid(),
+            )
+            p = ctx.Process(target=_child, args=(spec,), name=f"lf-worker-{w}", daemon=True)
+            p.start()
+            self.procs.append(p)
+
+    def watch(self) -> tuple[Bell, Idle]:
+        """The supervisor's eventfd, polled with the workers' process sentinels."""
+        sentinels = {p.sentinel: w for w, p in enumerate(self.procs)}
+        bell = FdBell(self.fds[self.plan.workers], extra=sentinels)
+        return bell, lambda ready: self._check_dead(ready, sentinels, bell)
+
+    def _check_dead(self, ready: list[int], sentinels: dict, bell: FdBell) -> None:
+        """Raise WorkerDied if a worker process ended without finishing or reporting a
+        failure (a failure is raised by the supervisor itself, from the worker's STATUS)."""
+        ctl = self.control
+        for fd in ready:
+            w = sentinels.get(fd)
+            if w is None:
+                continue
+            p = self.procs[w]
+            p.join(1.0)  # the sentinel closes a moment before the exit status is known
+            status = ctl.cells[ctl.worker_base(w) + STATUS]
+            bell.poll.unregister(fd)
+            if status == W_FAILED or (status == W_FINISHED and p.exitcode == 0):
+                continue
+            raise WorkerDied(f"worker {w} {_death(p.exitcode)}", w)
+
+    def worker_bells(self) -> list[Waker]:
+        return [_EventFd(f) for f in self.fds[: self.plan.workers]]
+
+    def join(self) -> None:
+        for p in self.procs:  # workers write their records, then exit
             p.join(_EXIT_S)
-        merge_records(opts, n)
-    except WorkerFailed as f:
-        status = f.status
-    except WorkerDied as e:
-        message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
-    except KeyboardInterrupt:
-        status, message = 130, "---- Interrupted (Ctrl-C); stopping."
-    except Terminated:
-        status, message = STATUS_TERMINATED, "---- Terminated (SIGTERM); stopping."
-    finally:
-        saved = _ignore_signals()  # a second Ctrl-C or SIGTERM must not cut the clean-up
-        stop_workers(ctl, [_EventFd(f) for f in fds[:n]])
-        _shutdown(procs)
-        write_pending_output(ctl, output_readers(ShmChannels(ctl, prefix, 0), plan), sys.stdout)
-        ctl.release()
+
+    def shutdown(self) -> None:
+        """Join the workers; SIGTERM then SIGKILL those still alive after the grace period."""
+        procs = self.procs
+        for p in procs:
+            p.join(_GRACE_S)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(1.0)
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+            p.close()
+
+    def channels(self) -> ShmChannels:
+        return ShmChannels(self.control, self.prefix, 0)
+
+    def close(self) -> None:
+        """Drop the control block, unlink every segment of the run, close the eventfds."""
+        self.control.release()
         try:
-            seg.close()
+            self.segment.close()
         except BufferError:  # a view is still alive somewhere: the mapping goes at exit
             pass
-        unlink_prefix(prefix)
-        for f in fds:
+        unlink_prefix(self.prefix)
+        for f in self.fds:
             os.close(f)
-        _restore_signals(saved, old_term)
-    if message:
-        (log.error if status == 1 else log.info)(message)
-    return status
+
+
+def _death(code: int | None) -> str:
+    """How a worker process with exit code ``code`` ended, for messages."""
+    if code and code < 0:
+        return f"was killed by signal {signal.Signals(-code).name}"
+    return f"exited unexpectedly with status {code}"
 
 
 class _EventFd:
@@ -170,101 +212,10 @@ class _EventFd:
         os.eventfd_write(self.fd, 1)
 
 
-def _spawn(module, graph: Program, plan, opts, prefix: str, fds: list, procs: list) -> None:
-    """Start one process per worker, appending each to ``procs`` as soon as it runs."""
-    ctx = mp.get_context("spawn")
-    path = os.path.abspath(module.__file__)
-    level = graph.target.logging or DEFAULTS.logging
-    for w in range(plan.workers):
-        spec = _Spec(
-            path,
-            module.__name__,
-            graph,
-            plan,
-            w,
-            prefix,
-            [_Fd(f) for f in fds],
-            opts,
-            level,
-            os.getpid(),
-        )
-        p = ctx.Process(target=_child, args=(spec,), name=f"lf-worker-{w}", daemon=True)
-        p.start()
-        procs.append(p)
-
-
-def _check_dead(ready, sentinels: dict, procs, ctl, bell) -> None:
-    """Raise WorkerDied if a worker process ended without finishing or reporting a failure
-    (a failure is raised by the coordinator itself, from the worker's STATUS)."""
-    for fd in ready:
-        w = sentinels.get(fd)
-        if w is None:
-            continue
-        p = procs[w]
-        p.join(1.0)  # the sentinel closes a moment before the exit status is known
-        status = ctl.cells[ctl.worker_base(w) + STATUS]
-        bell.poll.unregister(fd)
-        if status == W_FAILED or (status == W_FINISHED and p.exitcode == 0):
-            continue
-        code = p.exitcode
-        why = (
-            f"was killed by signal {signal.Signals(-code).name}"
-            if code and code < 0
-            else f"exited unexpectedly with status {code}"
-        )
-        raise WorkerDied(f"worker {w} {why}", w)
-
-
-def _shutdown(procs) -> None:
-    """Join the workers; SIGTERM then SIGKILL those still alive after the grace period."""
-    for p in procs:
-        p.join(_GRACE_S)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-            p.join(1.0)
-        if p.is_alive():
-            p.kill()
-            p.join(1.0)
-        p.close()
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-def _on_sigterm():
-    """Turn SIGTERM into :class:`Terminated` while the run lasts; the old handler."""
-    if not _main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise Terminated()
-
-    return signal.signal(signal.SIGTERM, handler)
-
-
-def _ignore_signals():
-    """Ignore SIGINT and SIGTERM (during the clean-up); the handlers to restore."""
-    if not _main_thread():
-        return None
-    return (
-        signal.signal(signal.SIGINT, signal.SIG_IGN),
-        signal.signal(signal.SIGTERM, signal.SIG_IGN),
-    )
-
-
-def _restore_signals(saved, old_term) -> None:
-    if saved is None:
-        return
-    signal.signal(signal.SIGINT, saved[0])
-    signal.signal(signal.SIGTERM, old_term if old_term is not None else saved[1])
-
-
 # ---------------------------------------------------------------------------- the child
 
 
-def _import(path: str, name: str):
+def _import(path: str, name: str) -> ModuleType:
     """The generated module, under the name it has in the coordinator's process, so that
     values pickled by one process (and the digests of such values) name the same module.
 
@@ -279,6 +230,8 @@ def _import(path: str, name: str):
         spec = importlib.util.spec_from_file_location(
             "__mp_main__" if name == "__main__" else name, path
         )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import the program {path}")
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
@@ -296,54 +249,41 @@ def _import(path: str, name: str):
 def _child(spec: _Spec) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
-    fds = list(spec.fds)
-    n = spec.plan.workers
     try:
         seg = Segment(spec.prefix + "ctl")
     except FileNotFoundError:  # the run already ended
         sys.exit(1)
-    ctl = Control(seg.buf, n, channel_count(spec.plan))
-    bells = [FdBell(f) for f in fds]
+    ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels)
+    bells = [FdBell(f) for f in spec.fds]
     log = Log(spec.logging)
-    channels = ShmChannels(ctl, spec.prefix, spec.me)
+    end = Endpoint(ctl, bells, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS, _idle(ctl, spec))
+    status = 1
+    try:
+        module = _import(spec.module_path, spec.module_name)
+        captured = Captured(sys.stdout, owner=threading.get_ident())
+        sys.stdout = captured
+        status = worker_main(module, spec.graph, spec.plan, spec.me, end, spec.opts, log, captured)
+    except BaseException as exc:  # importing the program failed
+        what = f"worker {spec.me} (importing the program)"
+        status = report(exc, what, SourceMap(None, []), log=log)
+        report_failure(ctl, bells, spec.me, status)
+    finally:
+        sys.stdout = sys.__stdout__
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        ctl.release()
+    sys.exit(status)
 
-    def idle(_ready):
+
+def _idle(ctl: Control, spec: _Spec) -> Idle:
+    """A worker's idle check: stop on an abort, or when the supervising process died (then
+    unlink the run's segments, since nobody else will)."""
+
+    def idle(_ready: list[int]) -> None:
         if ctl.cells[STATE] == ABORT:
             raise Aborted()
         if os.getppid() != spec.parent:
             unlink_prefix(spec.prefix)
             raise Aborted()
 
-    status = 1
-    try:
-        module = _import(spec.module_path, spec.module_name)
-        captured = Captured(sys.stdout, owner=threading.get_ident())
-        sys.stdout = captured
-        status = worker_main(
-            module,
-            spec.graph,
-            spec.plan,
-            spec.me,
-            ctl,
-            bells,
-            channels,
-            SPIN_NS,
-            idle,
-            spec.opts,
-            log,
-            captured,
-        )
-    except BaseException as exc:  # importing the program failed
-        from .errors import SourceMap, report
-
-        status = report(
-            exc, f"worker {spec.me} (importing the program)", SourceMap(None, []), log=log
-        )
-        from .parallel import _failed
-
-        _failed(ctl, bells, spec.me, status)
-    finally:
-        sys.stdout = sys.__stdout__
-        sys.stdout.flush()
-        ctl.release()
-    sys.exit(status)
+    return idle

@@ -245,7 +245,7 @@ class Writer:
 
     def close(self) -> None:
         """Forget the slots. Readers may still attach them after this worker ended (e.g. at
-        the last tag), so the coordinator unlinks every segment of the run at its end."""
+        the last tag), so the supervisor unlinks every segment of the run at its end."""
         self.slots = []
 
 

@@ -1,8 +1,8 @@
-"""The threads backend: one thread per worker in the program's process.
+"""The threads transport: one thread per worker in the program's process.
 
 For reactions whose work releases the GIL (torch, large numpy operations) and for
 free-threaded CPython builds. The coordinator, workers, control block and per-tag protocol are
-those of the processes backend; only the transport differs: a crossing hands the value
+those of the processes transport; only the transport differs: a crossing hands the value
 *object* to the readers (connections are by reference, as on one worker; no copy), and the
 bells are ``threading.Event`` objects. On a GIL build, waiters do not spin (a spinning thread
 would hold the GIL the others need); on a free-threaded build they spin as processes do.
@@ -17,21 +17,17 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import ModuleType
+from typing import Any, TextIO
 
 from .context import CTX
-from .coordinator import WorkerFailed
-from .parallel import (
-    channel_count,
-    merge_records,
-    output_readers,
-    stop_workers,
-    supervise,
-    worker_main,
-    write_pending_output,
-)
+from .log import Log
+from .output import Captured
+from .plan import Plan
 from .program import Program
 from .sync import C_STATE, Control, ThreadBell
-from .worker import Captured
+from .transport import Endpoint
+from .worker_life import worker_main
 
 _JOIN_S = 2.0
 
@@ -44,22 +40,22 @@ def _spin_ns() -> int:
 class _PerThread:
     """Stands in for ``CTX.sched``: the scheduler of the calling worker thread."""
 
-    def __init__(self):
-        self.by_thread = {}
-        self.default = None
+    def __init__(self) -> None:
+        self.by_thread: dict[int, Any] = {}
+        self.default: Any = None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         s = self.by_thread.get(threading.get_ident(), self.default)
         return getattr(s, name)
 
 
 class _Stdout:
     """Stands in for ``sys.stdout``: each worker thread prints into its own
-    :class:`reactors.worker.Captured`; other threads print directly."""
+    :class:`reactors.output.Captured`; other threads print directly."""
 
-    def __init__(self, real):
+    def __init__(self, real: TextIO):
         self.real = real
-        self.by_thread = {}
+        self.by_thread: dict[int, Captured] = {}
 
     def write(self, text: str) -> int:
         return self.by_thread.get(threading.get_ident(), self.real).write(text)
@@ -67,14 +63,14 @@ class _Stdout:
     def flush(self) -> None:
         self.by_thread.get(threading.get_ident(), self.real).flush()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
 
 class _Writer:
     """Publishes a crossing's value object and presence for the readers of other threads."""
 
-    def __init__(self, cells, base: int, port, slot: list):
+    def __init__(self, cells: memoryview, base: int, port: Any, slot: list):
         self.cells, self.cell, self.port, self.slot = cells, base + C_STATE, port, slot
 
     def publish(self, seq: int) -> None:
@@ -89,7 +85,7 @@ class _Writer:
 class _Reader:
     """Receives a crossing's value object (shared, not copied)."""
 
-    def __init__(self, cells, base: int, port, slot: list):
+    def __init__(self, cells: memoryview, base: int, port: Any, slot: list):
         self.cells, self.state_cell, self.port, self.slot = cells, base + C_STATE, port, slot
 
     def receive(self, seq: int) -> None:
@@ -100,16 +96,19 @@ class _Reader:
 
 
 class _Channels:
-    def __init__(self, ctl, slots: list, per_thread: _PerThread, stdout):
+    """The channels of a threads run (every worker's ends): ``slots[index]`` holds channel
+    ``index``'s value object."""
+
+    def __init__(self, ctl: Control, slots: list, per_thread: _PerThread, stdout: _Stdout):
         self.ctl, self.slots, self.per_thread, self.stdout = ctl, slots, per_thread, stdout
 
-    def writer(self, index: int, _readers, port) -> _Writer:
+    def writer(self, index: int, _readers: tuple[int, ...], port: Any) -> _Writer:
         return _Writer(self.ctl.cells, self.ctl.channel_base(index), port, self.slots[index])
 
-    def reader(self, index: int, port) -> _Reader:
+    def reader(self, index: int, port: Any) -> _Reader:
         return _Reader(self.ctl.cells, self.ctl.channel_base(index), port, self.slots[index])
 
-    def started(self, me: int, sched) -> None:
+    def started(self, me: int, sched: Any) -> None:
         me_thread = threading.get_ident()
         self.per_thread.by_thread[me_thread] = sched
         if me == 0:
@@ -120,55 +119,60 @@ class _Channels:
         """Nothing to release."""
 
 
-def run_threads(module, graph: Program, plan, opts, log) -> int:
-    """Run ``plan`` with one thread per worker; returns the exit status."""
-    n = plan.workers
-    ctl = Control(bytearray(Control.size(n, channel_count(plan))), n, channel_count(plan))
-    ctl.init()
-    bells = [ThreadBell() for _ in range(n + 1)]  # one per worker, then the supervisor's
-    per_thread = _PerThread()
-    saved = CTX.sched
-    CTX.sched = per_thread
-    slots = [[None] for _ in range(channel_count(plan))]
-    threads = []
-    real_stdout = sys.stdout
-    stdout = sys.stdout = _Stdout(real_stdout)
-    chans = _Channels(ctl, slots, per_thread, stdout)
-    status = 1
-    try:
-        for w in range(n):
-            args = (
-                module,
-                graph,
-                plan,
-                w,
-                ctl,
-                bells,
-                chans,
-                _spin_ns(),
-                None,
-                opts,
-                log,
-                Captured(real_stdout),
-            )
+class ThreadTransport:
+    """The :class:`reactors.transport.Transport` of one thread per worker: the control block
+    is a ``bytearray``, a channel is a one-element list holding the value object. While the
+    workers run, ``CTX.sched`` and ``sys.stdout`` dispatch by the calling thread."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        n, channels = plan.workers, plan.channels
+        self.control = Control(bytearray(Control.size(n, channels)), n, channels)
+        self.control.init()
+        self.bells = [ThreadBell() for _ in range(n + 1)]  # one per worker, then the supervisor's
+        self.real_stdout: TextIO = sys.stdout
+        self.stdout = _Stdout(self.real_stdout)
+        self.per_thread = _PerThread()
+        slots = [[None] for _ in range(channels)]
+        self.chans = _Channels(self.control, slots, self.per_thread, self.stdout)
+        self.threads: list[threading.Thread] = []
+        self.saved_sched: Any = None
+        self.installed = False
+
+    def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
+        """Install the per-thread context and stdout; start one thread per worker."""
+        self.saved_sched, CTX.sched = CTX.sched, self.per_thread
+        sys.stdout = self.stdout
+        self.installed = True
+        end = Endpoint(self.control, self.bells, self.chans, _spin_ns(), None)
+        for w in range(self.plan.workers):
+            args = (module, graph, self.plan, w, end, opts, log, Captured(self.real_stdout))
             t = threading.Thread(target=worker_main, args=args, name=f"lf-worker-{w}", daemon=True)
             t.start()
-            threads.append(t)
-        status = supervise(ctl, bells[-1])
-        for t in threads:
+            self.threads.append(t)
+
+    def watch(self) -> tuple[ThreadBell, None]:
+        return self.bells[-1], None
+
+    def worker_bells(self) -> list[ThreadBell]:
+        return self.bells[:-1]
+
+    def join(self) -> None:
+        for t in self.threads:
             t.join()
-        merge_records(opts, n)
-    except WorkerFailed as f:
-        status = f.status
-    except KeyboardInterrupt:
-        status = 130
-        log.info("---- Interrupted (Ctrl-C); stopping.")
-    finally:
-        stop_workers(ctl, bells[:-1])
-        for t in threads:
+
+    def shutdown(self) -> None:
+        """Join the workers (threads cannot be forced: one still running after the grace
+        period is left, as a daemon); give back ``CTX.sched`` and ``sys.stdout``."""
+        for t in self.threads:
             t.join(_JOIN_S)
-        CTX.sched = saved
-        sys.stdout = real_stdout
-        write_pending_output(ctl, output_readers(chans, plan), real_stdout)
-        sys.stdout.flush()
-    return status
+        if self.installed:
+            CTX.sched = self.saved_sched
+            sys.stdout = self.real_stdout
+            self.installed = False
+
+    def channels(self) -> _Channels:
+        return self.chans
+
+    def close(self) -> None:
+        """Nothing to unlink: everything is garbage-collected."""

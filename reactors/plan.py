@@ -1,0 +1,77 @@
+"""The plan of a parallel run: which worker runs which reactor, and which channels cross.
+
+A :class:`Plan` is a pure function of the graph and the worker count, so the supervisor and
+every worker compute (or receive) the same one. Its channels are numbered once for every
+transport: the crossings first (:func:`reactors.topology.crossings`, in their order), then one
+stdout channel per worker (:meth:`Plan.output_channel`), which carries what that worker's
+reactions printed during a tag to the coordinator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .build import Program as BuiltProgram
+from .placement import place, resolve_workers
+from .program import Program
+from .topology import Crossing, access, crossings
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Who runs what: ``placement[reactor id]`` -> worker, ``owned[w]`` the reactor ids of
+    worker ``w``, ``crossings`` the channels between workers (:mod:`reactors.topology`)."""
+
+    workers: int
+    placement: tuple[int, ...]
+    owned: tuple[frozenset[int], ...]
+    crossings: tuple[Crossing, ...]
+
+    @property
+    def channels(self) -> int:
+        """Channels of the run: the crossings, then one stdout channel per worker."""
+        return len(self.crossings) + self.workers
+
+    def output_channel(self, w: int) -> int:
+        """The index of worker ``w``'s stdout channel."""
+        return len(self.crossings) + w
+
+    def names(self, graph: Program, w: int) -> str:
+        """The reactors of worker ``w`` that have reactions, for messages."""
+        ids = [i for i in sorted(self.owned[w]) if graph.reactors[i].reactions]
+        names = [graph.reactors[i].name for i in ids]
+        return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def make_plan(graph: Program, workers: int) -> Plan:
+    """The plan for ``workers`` workers (a pure function of the graph)."""
+    placement = place(graph, workers)
+    owned: list[set[int]] = [set() for _ in range(workers)]
+    for rid, w in enumerate(placement):
+        owned[w].add(rid)
+    return Plan(
+        workers,
+        tuple(placement),
+        tuple(frozenset(o) for o in owned),
+        tuple(crossings(graph, placement)),
+    )
+
+
+def workers_for(graph: Program, requested: int) -> int:
+    """The resolved worker count (see :func:`reactors.placement.resolve_workers`); always 1
+    for a program with the target property ``single-threaded: true``."""
+    if graph.target.single_threaded:
+        return 1
+    return resolve_workers(graph, requested)
+
+
+def written_ports(graph: Program, program: BuiltProgram, owned: frozenset[int]) -> list:
+    """The root ports (:class:`reactors.port.Port`) written by reactions of the reactors in
+    ``owned``, in the graph's order of root channels."""
+    acc = access(graph)
+    roots = program.extra["roots"]
+    return [
+        roots[root]
+        for root, ranks in acc.writes.items()
+        if any(acc.reactor[r] in owned for r in ranks)
+    ]

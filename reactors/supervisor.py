@@ -1,0 +1,150 @@
+"""The supervisor of a parallel run: the program's own process (or main thread) while the
+workers run, whatever their transport (:class:`reactors.transport.Transport`).
+
+It starts the workers, then waits in the kernel (:func:`supervise`) for the end of the run, a
+worker's failure (the worker reported it; its status is the exit status), a dead worker (the
+transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1), Ctrl-C (130)
+or SIGTERM (143). Every exit path ends the same way: workers are told to stop
+(:func:`stop_workers`), joined (forced if they do not exit), the last tag's pending output is
+printed, and the transport's resources are released and unlinked; a second Ctrl-C or SIGTERM
+cannot cut that clean-up short.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType, ModuleType
+from typing import Any, TextIO
+
+from .coordinator import WorkerFailed, failure, write_output
+from .log import Log
+from .output import OutputPort, output_readers
+from .plan import Plan
+from .program import Program
+from .records import merge_records
+from .sync import ABORT, FAILS, FINISHED, GO_SEQ, STATE, Control
+from .transport import Bell, ChannelReader, Idle, Transport, Waker, WorkerDied
+
+STATUS_INTERRUPTED = 130  # 128 + SIGINT
+STATUS_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM reached the supervising process."""
+
+
+def run(
+    transport: Transport, module: ModuleType, graph: Program, plan: Plan, opts: Any, log: Log
+) -> int:
+    """Run ``plan`` on ``transport`` and supervise it to its end; returns the exit status
+    (``opts``: the launcher's options). Exceptions other than the run's own faults and
+    signals (e.g. a worker that cannot be started) propagate, after the clean-up."""
+    ctl = transport.control
+    status, message = 1, None
+    old_term = _on_sigterm()
+    try:
+        transport.start(module, graph, opts, log)
+        bell, idle = transport.watch()
+        status = supervise(ctl, bell, idle)
+        transport.join()
+        merge_records(opts, plan.workers)
+    except WorkerFailed as f:
+        status = f.status
+    except WorkerDied as e:
+        message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
+    except KeyboardInterrupt:
+        status, message = STATUS_INTERRUPTED, "---- Interrupted (Ctrl-C); stopping."
+    except Terminated:
+        status, message = STATUS_TERMINATED, "---- Terminated (SIGTERM); stopping."
+    finally:
+        saved = _ignore_signals()
+        try:
+            _end(transport, plan)
+        finally:
+            _restore_signals(saved, old_term)
+    if message:
+        (log.error if status == 1 else log.info)(message)
+    return status
+
+
+def _end(transport: Transport, plan: Plan) -> None:
+    """Stop and join the workers, print the pending output, release the transport."""
+    ctl = transport.control
+    try:
+        stop_workers(ctl, transport.worker_bells())
+        transport.shutdown()
+        write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
+        sys.stdout.flush()
+    finally:
+        transport.close()
+
+
+def supervise(ctl: Control, bell: Bell, idle: Idle | None = None) -> int:
+    """What the program's own process (or main thread) does while workers run: wait, in the
+    kernel, for the end of the run (0), a failure (raises
+    :class:`reactors.coordinator.WorkerFailed`), or whatever ``idle(ready_fds)`` raises
+    (dead workers). KeyboardInterrupt and other signals' exceptions propagate."""
+    cells = ctl.cells
+    while True:
+        bell.clear()
+        if cells[STATE] == FINISHED:
+            return 0
+        if cells[FAILS]:
+            f = failure(ctl)  # FAILS is written after the worker's STATUS
+            if f is not None:
+                raise f
+        ready = bell.wait(0.5)
+        if idle is not None:
+            idle(ready)
+
+
+def stop_workers(ctl: Control, bells: Sequence[Waker]) -> None:
+    """Tell every worker to stop at its next wait or reaction (unless the run finished)."""
+    if ctl.cells[STATE] != FINISHED:
+        ctl.cells[STATE] = ABORT
+        for b in bells:
+            b.ring()
+
+
+def write_pending_output(
+    ctl: Control, outputs: list[tuple[OutputPort, ChannelReader]], stream: TextIO
+) -> None:
+    """After an abnormal end (workers stopped): print the text of the last tag that the
+    coordinator did not print."""
+    write_output(ctl, outputs, ctl.cells[GO_SEQ], stream)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _on_sigterm() -> Any:
+    """Turn SIGTERM into :class:`Terminated` while the run lasts; the old handler (None
+    off the main thread, where signals cannot be handled)."""
+    if not _main_thread():
+        return None
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _ignore_signals() -> tuple[Any, Any] | None:
+    """Ignore SIGINT and SIGTERM (during the clean-up); the handlers to restore."""
+    if not _main_thread():
+        return None
+    return (
+        signal.signal(signal.SIGINT, signal.SIG_IGN),
+        signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )
+
+
+def _restore_signals(saved: tuple[Any, Any] | None, old_term: Any) -> None:
+    if saved is None:
+        return
+    signal.signal(signal.SIGINT, saved[0])
+    signal.signal(signal.SIGTERM, old_term if old_term is not None else saved[1])

@@ -1,0 +1,141 @@
+"""What a backend provides to a parallel run: the interface every transport implements.
+
+A run on W > 1 workers is planned (:mod:`reactors.plan`), supervised
+(:mod:`reactors.supervisor`) and lived by each worker (:mod:`reactors.worker_life`); only how
+workers are started and how they reach each other depends on the backend. That part is a
+:class:`Transport`:
+
+- the control block (:class:`reactors.sync.Control`) that the coordinator and the workers share,
+  and the bells that wake them (:class:`Bell`: ``bells[w]`` for worker ``w``, ``bells[W]``
+  for the supervisor);
+- the channels' writers and readers (:class:`Channels`: one worker's ends, numbered as in
+  :class:`reactors.plan.Plan`);
+- starting one worker per planned worker, watching them (a dead worker raises
+  :class:`WorkerDied`), joining them, and closing and unlinking what the run allocated.
+
+Implemented by :mod:`reactors.processes` (spawned processes, shared memory, eventfds) and
+:mod:`reactors.threads` (threads of the program's process, values by reference, events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from .log import Log
+from .program import Program
+from .sync import Control
+
+Idle = Callable[[list[int]], None]
+"""Called by a waiter after every blocking slice with the ready file descriptors; may raise
+(:class:`WorkerDied`, :class:`reactors.worker.Aborted`) to end the wait."""
+
+
+class WorkerDied(Exception):
+    """A worker ended without reporting (killed by a signal, or crashed); ``worker`` is its
+    index."""
+
+    def __init__(self, message: str, worker: int):
+        super().__init__(message)
+        self.worker = worker
+
+
+class Waker(Protocol):
+    """What rings a waiter's bell (from any worker, thread or the supervisor)."""
+
+    def ring(self) -> None:
+        """Wake the waiter (or make its next wait return at once)."""
+
+
+class Bell(Waker, Protocol):
+    """A kernel wake-up of one waiter (:func:`reactors.sync.wait`)."""
+
+    def clear(self) -> None:
+        """Forget earlier rings."""
+
+    def wait(self, timeout_s: float) -> list[int]:
+        """Block until rung or ``timeout_s`` seconds; the ready file descriptors."""
+
+
+class ChannelWriter(Protocol):
+    """The writing side of one channel, in its writer worker."""
+
+    def publish(self, seq: int) -> None:
+        """Publish the port's value and presence for tag number ``seq`` (>= 0)."""
+
+
+class ChannelReader(Protocol):
+    """The reading side of one channel, in one reader worker. ``state_cell`` is the control
+    cell the writer publishes last (``2 * seq + present``; wait until it is >= ``2 * seq``)."""
+
+    state_cell: int
+
+    def receive(self, seq: int) -> None:
+        """Read tag ``seq``'s record (already published); if present, set the port's value
+        and trigger it."""
+
+
+class Channels(Protocol):
+    """One worker's ends of the run's channels (numbered as in :class:`reactors.plan.Plan`).
+    ``port`` is the local root port (or a :class:`reactors.output.OutputPort`)."""
+
+    def writer(self, index: int, readers: tuple[int, ...], port: Any) -> ChannelWriter:
+        """The writer of channel ``index``, read by workers ``readers``."""
+
+    def reader(self, index: int, port: Any) -> ChannelReader:
+        """A reader of channel ``index``."""
+
+    def started(self, me: int, sched: Any) -> None:
+        """Worker ``me`` built its :class:`reactors.worker.WorkerScheduler` ``sched`` (it
+        serves the reactions' ``lf.tag()``, ``request_stop()``... from here on)."""
+
+    def close(self) -> None:
+        """Release this worker's ends (the worker is leaving)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What a worker gets from its transport: the control block, the bells (one per worker,
+    then the supervisor's), its channel ends, the spin budget of a wait (ns) and the idle
+    check of its waits (None: none)."""
+
+    ctl: Control
+    bells: Sequence[Bell]
+    channels: Channels
+    spin_ns: int
+    idle: Idle | None
+
+
+class Transport(Protocol):
+    """A backend for one run of a :class:`reactors.plan.Plan` (made by ``Backend(plan)``,
+    which allocates the control block and the bells). The supervisor calls, in order:
+    :meth:`start`, :meth:`watch`, then :meth:`join` after a normal end; and on every exit
+    path :meth:`worker_bells` (to stop the workers), :meth:`shutdown`, :meth:`channels` (to
+    print pending output) and :meth:`close`."""
+
+    control: Control
+
+    def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
+        """Start one worker per planned worker, each running
+        :func:`reactors.worker_life.worker_main` (``opts``: the launcher's options)."""
+
+    def watch(self) -> tuple[Bell, Idle | None]:
+        """The supervisor's bell and the idle check that raises :class:`WorkerDied`."""
+
+    def worker_bells(self) -> Sequence[Waker]:
+        """What rings each worker's bell (to tell them to stop)."""
+
+    def join(self) -> None:
+        """After a normal end: wait for the workers to write their records and exit."""
+
+    def shutdown(self) -> None:
+        """After the workers were told to stop: join them, forcing those that do not exit
+        within a grace period; restore what :meth:`start` replaced in this process."""
+
+    def channels(self) -> Channels:
+        """The supervisor's ends of the channels (it reads the workers' stdout channels)."""
+
+    def close(self) -> None:
+        """Release and unlink everything the run allocated (no error if already gone)."""

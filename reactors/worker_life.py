@@ -1,0 +1,161 @@
+"""A worker's life in a parallel run, whatever its transport: build its share of the
+program, connect its channel ends, run tags under the coordinator (worker 0 also coordinates),
+write its records, and on a failure report it (on stderr) and tell the supervisor through the
+control block (:func:`report_failure`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from .build import build
+from .context import CTX
+from .coordinator import Coordinator
+from .errors import BuildFailure, SourceMap, report
+from .log import Log
+from .output import Captured, OutputPort, output_readers
+from .plan import Plan, written_ports
+from .program import Program
+from .records import write_records
+from .sync import CODE, FAILS, STATUS, W_FAILED, Control
+from .trace import Digest, Timeline
+from .transport import Bell, Endpoint
+from .worker import Aborted, Link, WorkerScheduler
+
+
+def worker_main(
+    module: ModuleType,
+    graph: Program,
+    plan: Plan,
+    me: int,
+    end: Endpoint,
+    opts: Any,
+    log: Log,
+    captured: Captured,
+) -> int:
+    """Build worker ``me``'s share of the program and run it; returns its exit status
+    (failures are reported here, on stderr, and told to the supervisor). ``end``: what the
+    transport gives this worker; ``opts``: the launcher's options; ``captured``: the stdout
+    of this worker's reactions. Does not raise: any exception (``exit(n)`` and Ctrl-C, 130,
+    included) becomes the status."""
+    CTX.log = log
+    CTX.source_directory = graph.source_directory
+    CTX.package_directory = graph.package_directory
+    sched = None
+    smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
+    try:
+        try:
+            program = build(module, graph, owned=plan.owned[me])
+        except BuildFailure as f:
+            return report_failure(end.ctl, end.bells, me, report(f.exc, f.what, smap, log=log))
+        sched, digest, timeline = _scheduler(program, graph, plan, me, end, opts, log, captured)
+        end.channels.started(me, sched)
+        sched.run()
+        write_records(opts, me, digest, timeline)
+        return 0
+    except Aborted:
+        captured.spill()
+        return 0
+    except BaseException as exc:
+        _send_or_spill(sched, captured)
+        return report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
+    finally:
+        end.channels.close()
+
+
+def _scheduler(
+    program: Any,
+    graph: Program,
+    plan: Plan,
+    me: int,
+    end: Endpoint,
+    opts: Any,
+    log: Log,
+    captured: Captured,
+) -> tuple[WorkerScheduler, Digest | None, Timeline | None]:
+    """Worker ``me``'s scheduler of ``program`` (its share), connected to its channels, and
+    the recorders it feeds: the digest (``--digest``) and the timeline (``tracing``)."""
+    link = _link(plan, me, end, program, captured)
+    digest = Digest(written_ports(graph, program, plan.owned[me])) if opts.digest else None
+    coord = _coordinator(plan, end, opts, log, captured) if me == 0 else None
+    sched = WorkerScheduler(
+        program, link, keepalive=opts.keepalive, log=log, recorder=digest, coordinator=coord
+    )
+    timeline = Timeline(me) if graph.target.tracing else None
+    if timeline is not None:
+        timeline.wrap(sched)
+    return sched, digest, timeline
+
+
+def _status(
+    exc: BaseException, sched: WorkerScheduler | None, me: int, smap: SourceMap, log: Log
+) -> int:
+    """Report ``exc`` on stderr, naming the failed reaction (and its .lf line) if a reaction
+    raised it; the exit status (Ctrl-C: 130, not reported)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    r = sched.failed if sched is not None else None
+    if r is None:
+        return report(exc, f"worker {me}", smap, log=log)
+    return report(exc, r.describe(), smap, fallback=(r.file, r.line), log=log)
+
+
+def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured) -> Link:
+    """Worker ``me``'s :class:`reactors.worker.Link`: its crossings' ends, in and out, and
+    its stdout channel."""
+    roots = program.extra["roots"]
+    channels = end.channels
+    incoming, outgoing = [], []
+    for c in plan.crossings:
+        if c.writer == me:
+            w = channels.writer(c.index, c.readers, roots[c.root])
+            outgoing.append((c.last_write, w, c.readers))
+        elif me in c.readers:
+            incoming.append((c.first_read[me], channels.reader(c.index, roots[c.root]), c.index))
+    port = OutputPort()
+    output = (captured, (port, channels.writer(plan.output_channel(me), (), port)))
+    return Link(end.ctl, me, end.bells, end.spin_ns, end.idle, incoming, outgoing, output)
+
+
+def _coordinator(plan: Plan, end: Endpoint, opts: Any, log: Log, captured: Captured) -> Coordinator:
+    """The :class:`reactors.coordinator.Coordinator` that worker 0 runs between its tags."""
+    return Coordinator(
+        end.ctl,
+        end.bells,
+        end.bells[-1],
+        output_readers(end.channels, plan),
+        captured.real,
+        fast=opts.fast,
+        keepalive=opts.keepalive,
+        timeout=opts.timeout,
+        start_multiple=opts.start_multiple,
+        log=log,
+        spin_ns=end.spin_ns,
+        idle=end.idle,
+    )
+
+
+def _send_or_spill(sched: WorkerScheduler | None, captured: Captured) -> None:
+    """Before reporting a failure: hand this tag's printed text to the coordinator (which
+    prints it in order with the other workers'), or print it directly if there is no tag."""
+    try:
+        if sched is not None and sched.seq >= 0:
+            sched.send_output()
+            return
+    except Exception:
+        pass
+    captured.spill()
+
+
+def report_failure(ctl: Control, bells: Sequence[Bell], me: int, status: int) -> int:
+    """Tell the supervisor (and the coordinator) that worker ``me`` failed with exit status
+    ``status`` (already reported on stderr); returns ``status``."""
+    base = ctl.worker_base(me)
+    ctl.cells[base + CODE] = status
+    ctl.cells[base + STATUS] = W_FAILED
+    ctl.cells[FAILS] = 1  # every failing worker writes the same value: no race
+    bells[-1].ring()
+    bells[0].ring()
+    return status
