@@ -21,10 +21,9 @@ request (:meth:`reactors.sync.Control.write_report`), flushes stdout and publish
 from __future__ import annotations
 
 import threading
-from heapq import heappop
 from time import time_ns
 
-from .action import Action
+from .engine import physical_tag, run_ready
 from .scheduler import Scheduler
 from .sync import (
     ABORT,
@@ -45,7 +44,6 @@ from .sync import (
     ring_if_sleeping,
     wait,
 )
-from .tag import FOREVER
 
 _END = 1 << 62  # a rank larger than any
 
@@ -163,6 +161,7 @@ class WorkerScheduler(Scheduler):
         self.seq = -1
         self._accounted = 0
         self._want = self._cell = 0  # what the current wait waits for
+        self._last = -1  # the rank of the reaction that ran last in this tag
 
     # ------------------------------------------------------------------ the run
 
@@ -182,7 +181,7 @@ class WorkerScheduler(Scheduler):
                 self._run_tag()
                 if self.transitions:
                     self.modes.apply(self)
-                final = self.time == self.stop_time and self.micro == self.stop_micro
+                final = self.engine.at_stop()
                 self._end_tag(final)
                 if coord is not None:
                     coord.step()
@@ -191,7 +190,7 @@ class WorkerScheduler(Scheduler):
                 self._await_go(self.seq + 1)
                 self._enter_tag()
         finally:
-            self.finished = True
+            self.engine.finished = True
 
     def send_output(self) -> None:
         """Send what the reactions printed during the current tag to the coordinator."""
@@ -234,34 +233,32 @@ class WorkerScheduler(Scheduler):
         an earlier tag. Nothing is queued yet (see :meth:`_enter_tag`)."""
         items = list(self.inbox)
         self._accounted = len(items)
-        t, m = self.time, self.micro
+        engine = self.engine
+        after = (engine.time, engine.micro + 1)  # the first tag still open to them
         top = self.queue.peek()
         nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
-        rt, rm = self.stop_time, self.stop_micro
+        rt, rm = engine.stop_time, engine.stop_micro
         for item in items:
             if item[0] is None:
-                rt, rm = min((rt, rm), (t, m + 1))
+                rt, rm = min((rt, rm), after)
                 continue
             a, phys, delay = item[0], item[1], item[2]
-            lb = max(phys + a._min_delay + delay, self.start_time)
-            cand = (lb, 0) if lb > t else (t, m + 1)
-            nt, nm = min((nt, nm), cand)
+            tag = physical_tag(phys, a._min_delay + delay, engine.start_time, after)
+            if tag is not None:
+                nt, nm = min((nt, nm), tag)
         self.link.ctl.write_report(self.me, nt, nm, rt, rm)
         self.coord_bell.ring()
 
     def _enter_tag(self) -> None:
         cells = self.cells
+        engine = self.engine
         gt, gm = cells[GO_T], cells[GO_M]
-        self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
+        engine.stop_time, engine.stop_micro = cells[STOP_T], cells[STOP_M]
         self.seq += 1
         if self.inbox:
             self._place_posted(gt, gm)
-        self.time, self.micro = gt, gm
-        for obj in self.present:
-            obj._p = False
-        self.present.clear()
-        self._fire_events(gt, gm)
-        if gt == self.stop_time and gm == self.stop_micro:
+        engine.advance(gt, gm, self.present)
+        if engine.at_stop():
             self._trigger_shutdown()
 
     def _place_posted(self, gt: int, gm: int) -> None:
@@ -276,13 +273,7 @@ class WorkerScheduler(Scheduler):
                 keep.append(item)
                 continue
             a, phys, delay, value = item
-            t = max(phys + a._min_delay + delay, self.start_time)
-            if t >= FOREVER:
-                continue
-            m = 0
-            if (t, 0) < (gt, gm):
-                t, m = gt, gm
-            a._place(t, m, value)
+            a._land(phys, delay, (gt, gm), value)
         inbox.extend(keep)
         self._accounted = 0
 
@@ -290,10 +281,7 @@ class WorkerScheduler(Scheduler):
         cells = self.cells
         self.seq = 0
         start = cells[GO_T]
-        self.start_time = self.time = start
-        self.micro = 0
-        self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
-        self.phys_start = self.clock.now()
+        self.engine.enter_start(start, cells[STOP_T], cells[STOP_M])
         self._enter_start_tag(start)
 
     def _end_tag(self, final: bool) -> None:
@@ -301,15 +289,16 @@ class WorkerScheduler(Scheduler):
         if self.recorder is not None:
             self.recorder.record(self)
         if final:
-            cells[base + LOST] = sum(1 for e in self.queue.live() if isinstance(e[3], Action))
+            cells[base + LOST] = self._discarded()
             cells[base + STATUS] = W_FINISHED
         else:
+            engine = self.engine
             if self.inbox:
-                self._drain()
+                engine.drain()
                 self._accounted = 0
             top = self.queue.peek()
             nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
-            self.link.ctl.write_report(self.me, nt, nm, self.stop_time, self.stop_micro)
+            self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
         cells[base + DONE] = self.seq
         ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
@@ -317,15 +306,16 @@ class WorkerScheduler(Scheduler):
     # ------------------------------------------------------------------ one tag
 
     def _run_tag(self) -> None:
-        rq, table, cells = self.rq, self.table, self.cells
+        """Run the tag's reactions in rank order, receiving each incoming crossing before
+        the first reaction here that reads it and publishing each outgoing one after the
+        last that writes it."""
+        rq, table = self.rq, self.table
         link = self.link
-        captured = self.captured
         inc, out = link.incoming, link.outgoing
         ni, no = len(inc), len(out)
         i = j = 0
         seq = self.seq
-        pop = heappop
-        last = -1
+        self._last = -1
         try:
             while True:
                 r = rq[0] if rq else _END
@@ -338,20 +328,23 @@ class WorkerScheduler(Scheduler):
                     continue
                 if not rq:
                     break
-                rank = pop(rq)
-                if rank != last:
-                    last = rank
-                    if cells[STATE] == ABORT:
-                        raise Aborted()
-                    fn, args = table[rank]
-                    captured.rank = rank
-                    fn(*args)
+                # up to the next crossing: the next incoming's reader, the next outgoing's
+                # last writer
+                bound = min(k, out[j][0] + 1 if j < no else _END)
+                run_ready(rq, table, bound, self._before_reaction)
         except Aborted:
             raise
         except BaseException:
-            if last >= 0:
-                self.failed = self.program.reactions[last]
+            if self._last >= 0:
+                self.failed = self.program.reactions[self._last]
             raise
+
+    def _before_reaction(self, rank: int) -> None:
+        """Abort if the coordinator said so; attribute what the reaction prints to it."""
+        self._last = rank
+        if self.cells[STATE] == ABORT:
+            raise Aborted()
+        self.captured.rank = rank
 
     def _publish(self, j: int, bound: int, seq: int) -> int:
         """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``;
