@@ -3,8 +3,8 @@
 Generated code uses :mod:`reactors.api` and :func:`reactors.launch.main`. Modules, one concept
 each: ``tag`` (time), ``port``, ``action``, ``timer``, ``reaction``, ``reactor``
 (``ReactorBase``), ``mode``, ``eventq`` (future events), ``build`` (graph.json -> objects),
-``scheduler`` (per-tag loop), ``clock`` (physical time), ``context``, ``log``, ``errors``,
-``launch``.
+``scheduler`` (per-tag loop), ``engine`` (the rules of logical time every scheduler shares),
+``clock`` (physical time), ``context``, ``log``, ``errors``, ``launch``.
 
 Several workers (issue 3): ``topology`` (which channels cross workers), ``placement``
 (reactors to workers), ``parallel`` (plan, backend choice, a worker's life, supervision),

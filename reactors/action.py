@@ -213,9 +213,15 @@ class PhysicalAction(Action):
         s = self._engine
         self._land(phys, delay, (s.time, s.micro + 1), value)
 
+    def _landing(self, phys: int, delay: int, earliest: tuple[int, int]) -> tuple | None:
+        """The tag ``(ns, microstep)`` of an event posted at physical time ``phys`` (ns) with
+        ``delay`` (ns), no earlier than ``earliest``; None if it is dropped
+        (:func:`reactors.engine.physical_tag`)."""
+        return physical_tag(phys, self._min_delay + delay, self._engine.start_time, earliest)
+
     def _land(self, phys: int, delay: int, earliest: tuple[int, int], value) -> None:
-        """Queue an event posted at physical time ``phys`` (ns) with ``delay`` at its tag
-        (:func:`reactors.engine.physical_tag`), no earlier than ``earliest``."""
-        tag = physical_tag(phys, self._min_delay + delay, self._engine.start_time, earliest)
+        """Queue an event posted at physical time ``phys`` (ns) with ``delay`` (ns) at its
+        tag, no earlier than ``earliest``."""
+        tag = self._landing(phys, delay, earliest)
         if tag is not None:
             self._place(tag[0], tag[1], value)

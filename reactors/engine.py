@@ -130,9 +130,14 @@ def run_ready(rq: list[int], table: list, bound: int, before: Callable[[int], No
             fn(*args)
 
 
+def _no_wake() -> None:
+    """The default ``wake``: an owner that never waits on its clock needs no wake-up."""
+
+
 class TagEngine:
     """The logical time of one scheduler: current tag, start and stop tags, physical time
-    seen, and (for a scheduler that runs reactions) its :class:`reactors.eventq.EventQueue`.
+    seen, and its pending events (a :class:`reactors.eventq.EventQueue`; the coordinator's
+    stays empty: its pending events are the workers' reports).
 
     Actions and timers read the tag state here and schedule through ``queue``. ``now()``
     reads physical time (ns); ``wake()`` interrupts the owner's wait for physical time (both
@@ -161,14 +166,14 @@ class TagEngine:
         timing: Timing,
         log: Log,
         now: Callable[[], int] = time_ns,
-        wake: Callable[[], None] | None = None,
+        wake: Callable[[], None] = _no_wake,
         queue: EventQueue | None = None,
     ):
         self.timing = timing
         self.log = log
         self.now = now
         self.wake = wake
-        self.queue = queue
+        self.queue = EventQueue() if queue is None else queue
         self.time = self.micro = self.start_time = 0
         self.stop_time, self.stop_micro = FOREVER, 0
         self.phys_seen = NEVER_INT64  # a lower bound of the current physical time

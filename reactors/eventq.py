@@ -30,7 +30,7 @@ class EventQueue:
     def __init__(self) -> None:
         self.heap: list[list] = []
         self.next_seq = count().__next__
-        self.inbox = deque()
+        self.inbox: deque[tuple] = deque()
 
     def push(self, time: int, micro: int, target: object, value: object = None) -> list:
         """Insert an event at tag ``(time, micro)`` (ns, microstep) and return it."""
@@ -46,8 +46,8 @@ class EventQueue:
         return heap[0] if heap else None
 
     def fire(self, time: int, micro: int) -> None:
-        """Pop the events at tag ``(time, micro)`` (ns, microstep), which must be the earliest
-        tag in the queue, and fire the live ones (``target._fire(event)``) in queue order."""
+        """Pop the events at the top of the queue whose tag is ``(time, micro)`` (ns,
+        microstep) and fire the live ones (``target._fire(event)``) in queue order."""
         heap = self.heap
         while heap and heap[0][TIME] == time and heap[0][MICRO] == micro:
             e = heappop(heap)
@@ -56,7 +56,8 @@ class EventQueue:
 
     def remove_if(self, pred: Callable[[object], bool]) -> list:
         """Remove and return (in tag order) the live events whose target satisfies ``pred``."""
-        keep, out = [], []
+        keep: list[list] = []
+        out: list[list] = []
         for e in self.heap:
             if e[TARGET] is not None:
                 (out if pred(e[TARGET]) else keep).append(e)

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import threading
 from heapq import heappop, heappush
+from typing import TYPE_CHECKING
 
 from .action import Action
+from .clock import Clock
 from .context import CTX
-from .engine import TagEngine, Timing
+from .engine import TagEngine, TagPair, Timing
 from .eventq import EventQueue
 from .log import Log
+
+if TYPE_CHECKING:
+    from .build import Program
 
 
 class Scheduler:
@@ -37,8 +42,8 @@ class Scheduler:
 
     def __init__(
         self,
-        program,
-        clock,
+        program: Program,
+        clock: Clock,
         *,
         fast: bool = False,
         keepalive: bool = False,
@@ -58,15 +63,15 @@ class Scheduler:
             wake=clock.wake,
             queue=self.queue,
         )
-        self.rq = []
-        self.present = []
-        self.transitions = []
-        self.table = [None if r is None else r.entry() for r in program.reactions]
+        self.rq: list[int] = []
+        self.present: list = []
+        self.transitions: list = []
+        self.table: list = [None if r is None else r.entry() for r in program.reactions]
         self.modes = program.modes
         self.current = None  # the running reaction that has a deadline, if any
         self.stopping = False  # at the stop tag (shutdown reactions are running)
         self.failed = None
-        self._thread = None
+        self._thread: int | None = None
         self._attach()
 
     def _attach(self) -> None:
@@ -228,7 +233,7 @@ class Scheduler:
                 self.failed = self.program.reactions[last]
             raise
 
-    def _next_tag(self) -> tuple[int, int]:
+    def _next_tag(self) -> TagPair:
         """The next tag to process (never past the stop tag), after waiting for physical
         time unless fast (spec §3.9, §3.10)."""
         return self.engine.next_tag(self.engine.earliest, self._sleep)

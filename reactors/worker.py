@@ -21,9 +21,11 @@ request (:meth:`reactors.sync.Control.write_report`), flushes stdout and publish
 from __future__ import annotations
 
 import threading
-from time import time_ns
+from typing import TYPE_CHECKING
 
-from .engine import physical_tag, run_ready
+from .clock import Clock
+from .engine import run_ready
+from .log import Log
 from .scheduler import Scheduler
 from .sync import (
     ABORT,
@@ -44,6 +46,10 @@ from .sync import (
     ring_if_sleeping,
     wait,
 )
+
+if TYPE_CHECKING:
+    from .build import Program
+    from .trace import Digest
 
 _END = 1 << 62  # a rank larger than any
 
@@ -124,12 +130,14 @@ class OutputPort:
         self._p = True
 
 
-class _Clock:
-    """Physical time for deadlines, and the wake-up used by physical actions' threads."""
+class _Clock(Clock):
+    """Physical time for deadlines, and the wake-up used by physical actions' threads (a
+    worker never waits for physical time itself: the coordinator does)."""
 
-    now = staticmethod(time_ns)
+    __slots__ = ("worker",)
 
-    def __init__(self, worker):
+    def __init__(self, worker: WorkerScheduler):
+        super().__init__()
         self.worker = worker
 
     def wake(self) -> None:
@@ -146,7 +154,14 @@ class WorkerScheduler(Scheduler):
     :class:`reactors.coordinator.Coordinator` that worker 0 runs between its tags."""
 
     def __init__(
-        self, program, link: Link, *, keepalive=False, log=None, recorder=None, coordinator=None
+        self,
+        program: Program,
+        link: Link,
+        *,
+        keepalive: bool = False,
+        log: Log | None = None,
+        recorder: Digest | None = None,
+        coordinator=None,
     ):
         super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
         self.link = link
@@ -242,8 +257,7 @@ class WorkerScheduler(Scheduler):
             if item[0] is None:
                 rt, rm = min((rt, rm), after)
                 continue
-            a, phys, delay = item[0], item[1], item[2]
-            tag = physical_tag(phys, a._min_delay + delay, engine.start_time, after)
+            tag = item[0]._landing(item[1], item[2], after)
             if tag is not None:
                 nt, nm = min((nt, nm), tag)
         self.link.ctl.write_report(self.me, nt, nm, rt, rm)
