@@ -308,10 +308,9 @@ class WorkerScheduler(Scheduler):
         else:
             engine = self.engine
             if self.inbox:
-                engine.drain()
                 self._accounted = 0
-            top = self.queue.peek()
-            nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
+            top = engine.earliest()
+            nt, nm = top if top is not None else (NONE_T, 0)
             self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
         cells[base + DONE] = self.seq
