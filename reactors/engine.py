@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from heapq import heappop
 from time import time_ns
-from typing import NamedTuple
 
 from .eventq import EventQueue
 from .log import Log
@@ -50,14 +49,11 @@ class Timing:
     start_multiple: int = 0
 
 
-class NextTag(NamedTuple):
-    """What :func:`decide` chose. ``stop``: the stop tag (lowered on starvation). ``tag``: the
-    tag to advance to, or None to sleep until woken and decide again (keepalive with nothing
-    pending). ``until``: the physical time (ns) to reach before advancing, or None."""
-
-    tag: TagPair | None
-    stop: TagPair
-    until: int | None
+#: What :func:`decide` chose, ``(tag, stop, until)``. ``stop``: the stop tag (lowered on
+#: starvation). ``tag``: the tag to advance to, or None to sleep until woken and decide again
+#: (keepalive with nothing pending). ``until``: the physical time (ns) to reach before
+#: advancing, or None. A plain tuple: the coordinator decides once per tag.
+NextTag = tuple[TagPair | None, TagPair, int | None]
 
 
 def start_tag(now: int, multiple: int) -> int:
@@ -94,12 +90,12 @@ def decide(
     if top is not None and top <= stop:
         tag = top
     elif top is None and keepalive and stop[0] >= FOREVER:
-        return NextTag(None, stop, None)
+        return None, stop, None
     else:
         tag = stop
     idle = top is None and keepalive
     until = tag[0] if (not fast or idle) and tag[0] > phys_seen else None
-    return NextTag(tag, stop, until)
+    return tag, stop, until
 
 
 def physical_tag(phys: int, delay: int, start_time: int, earliest: TagPair) -> TagPair | None:
@@ -248,7 +244,7 @@ class TagEngine:
         timing = self.timing
         while True:
             top = earliest()
-            step = decide(
+            tag, stop, until = decide(
                 top,
                 (self.time, self.micro),
                 (self.stop_time, self.stop_micro),
@@ -256,15 +252,15 @@ class TagEngine:
                 timing.fast,
                 self.phys_seen,
             )
-            self.stop_time, self.stop_micro = step.stop
-            if step.tag is None:
+            self.stop_time, self.stop_micro = stop
+            if tag is None:
                 sleep(None)
                 continue
-            if step.until is not None:
-                if not sleep(step.until):
+            if until is not None:
+                if not sleep(until):
                     continue
                 self.phys_seen = self.now()
-            return step.tag
+            return tag
 
     def earliest(self) -> TagPair | None:
         """The earliest pending event of ``queue`` after taking in what other threads

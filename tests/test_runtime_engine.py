@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reactors.engine import (
-    NextTag,
     TagEngine,
     Timing,
     decide,
@@ -29,34 +28,36 @@ def test_start_tag_rounds_up_to_the_multiple():
 
 
 def test_pending_event_before_the_stop_tag_is_next():
-    assert decide((150, 0), NOW, (FOREVER, 0), False, True, NEVER_INT64) == NextTag(
-        (150, 0), (FOREVER, 0), None
+    assert decide((150, 0), NOW, (FOREVER, 0), False, True, NEVER_INT64) == (
+        (150, 0),
+        (FOREVER, 0),
+        None,
     )
 
 
 def test_never_past_the_stop_tag():
-    assert decide((500, 0), NOW, (300, 0), False, True, 0).tag == (300, 0)
-    assert decide((300, 1), NOW, (300, 0), False, True, 0).tag == (300, 0)
-    assert decide((300, 0), NOW, (300, 0), False, True, 0).tag == (300, 0)
+    assert decide((500, 0), NOW, (300, 0), False, True, 0)[0] == (300, 0)
+    assert decide((300, 1), NOW, (300, 0), False, True, 0)[0] == (300, 0)
+    assert decide((300, 0), NOW, (300, 0), False, True, 0)[0] == (300, 0)
 
 
 def test_starvation_stops_at_the_next_microstep():
     step = decide(None, NOW, (FOREVER, 0), False, True, 0)
-    assert step == NextTag((100, 3), (100, 3), None)
+    assert step == ((100, 3), (100, 3), None)
 
 
 def test_keepalive_without_events_sleeps_until_woken():
-    assert decide(None, NOW, (FOREVER, 0), True, True, 0) == NextTag(None, (FOREVER, 0), None)
+    assert decide(None, NOW, (FOREVER, 0), True, True, 0) == (None, (FOREVER, 0), None)
 
 
 def test_keepalive_without_events_waits_for_the_stop_tag_even_when_fast():
-    assert decide(None, NOW, (300, 0), True, True, 0) == NextTag((300, 0), (300, 0), 300)
+    assert decide(None, NOW, (300, 0), True, True, 0) == ((300, 0), (300, 0), 300)
 
 
 def test_waits_for_physical_time_unless_fast():
-    assert decide((150, 0), NOW, (FOREVER, 0), False, False, 120).until == 150
-    assert decide((150, 0), NOW, (FOREVER, 0), False, False, 150).until is None
-    assert decide((150, 0), NOW, (FOREVER, 0), False, True, 120).until is None
+    assert decide((150, 0), NOW, (FOREVER, 0), False, False, 120)[2] == 150
+    assert decide((150, 0), NOW, (FOREVER, 0), False, False, 150)[2] is None
+    assert decide((150, 0), NOW, (FOREVER, 0), False, True, 120)[2] is None
 
 
 @given(
@@ -67,10 +68,10 @@ def test_waits_for_physical_time_unless_fast():
 def test_next_tag_is_after_now_and_never_past_the_stop_tag(top, stop, keepalive):
     if top is not None and top <= NOW:  # pending events are always after the current tag
         top = (NOW[0], NOW[1] + 1)
-    step = decide(top, NOW, stop, keepalive, True, 0)
-    assert step.stop <= stop
-    if step.tag is not None:
-        assert NOW < step.tag <= step.stop
+    tag, new_stop, _until = decide(top, NOW, stop, keepalive, True, 0)
+    assert new_stop <= stop
+    if tag is not None:
+        assert NOW < tag <= new_stop
 
 
 def test_physical_event_lands_at_its_time_or_the_first_open_tag():
