@@ -17,8 +17,8 @@ that decides the tags of a parallel run.
 - :meth:`TagEngine.report_end`: the end-of-run report.
 
 The single-worker loop (:meth:`reactors.scheduler.Scheduler._loop`) inlines
-:func:`run_ready` and :meth:`TagEngine.advance`, because a call per reaction or per tag there
-would cost more than the 5% it is allowed; it must keep their meaning.
+:func:`run_ready` and :meth:`TagEngine.advance`, because there a call per reaction or per tag
+costs a few percent of a reaction; it must keep their meaning.
 """
 
 from __future__ import annotations
