@@ -12,13 +12,16 @@ that decides the tags of a parallel run.
   by the caller): timeout, ``request_stop`` at (t, m+1), starvation, keepalive, waiting for
   physical time unless ``fast``;
 - :meth:`TagEngine.advance`: clear presence and fire the events of the new tag;
-- :func:`run_ready`: run the triggered reactions below a rank bound, in rank order;
 - :func:`physical_tag`: where an event of a physical action lands;
 - :meth:`TagEngine.report_end`: the end-of-run report.
 
-The single-worker loop (:meth:`reactors.scheduler.Scheduler._loop`) inlines
-:func:`run_ready` and :meth:`TagEngine.advance`, because there a call per reaction or per tag
-costs a few percent of a reaction; it must keep their meaning.
+The rank loop, the one rule that runs per reaction, is: pop the reaction queue (a heap of
+ranks) in order, run each rank once (a rank queued twice pops twice in a row; the second is
+skipped), including the reactions that the running ones trigger. It is written inline in the
+two loops that run reactions, :meth:`reactors.scheduler.Scheduler._loop` and
+:meth:`reactors.worker.WorkerScheduler._run_tag` (which interleaves crossings), because a call
+per reaction there costs several percent of a reaction and of a parallel round trip; the
+single-worker loop inlines :meth:`TagEngine.advance` for the same reason.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from heapq import heappop
 from time import time_ns
 
 from .eventq import EventQueue
@@ -109,21 +111,6 @@ def physical_tag(phys: int, delay: int, start_time: int, earliest: TagPair) -> T
     if (t, 0) < earliest:
         return earliest
     return t, 0
-
-
-def run_ready(rq: list[int], table: list, bound: int, before: Callable[[int], None]) -> None:
-    """Run the triggered reactions whose rank is below ``bound``, in rank order, including
-    those they trigger. ``rq`` is a heap of ranks (a rank queued twice runs once);
-    ``table[rank]`` is ``(callable, args)``; ``before(rank)`` is called before each reaction
-    runs (it may raise to abort). Exceptions of reactions propagate."""
-    last = -1
-    while rq and rq[0] < bound:
-        rank = heappop(rq)
-        if rank != last:
-            last = rank
-            before(rank)
-            fn, args = table[rank]
-            fn(*args)
 
 
 def _no_wake() -> None:

@@ -1,7 +1,5 @@
 """The tag engine's rules in isolation (spec §3.1, §3.9, §3.10, §3.13): start tag, next-tag
-rule, where a physical event lands, the rank loop and firing the events of a tag."""
-
-from heapq import heapify
+rule, where a physical event lands and advancing to a tag."""
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +9,6 @@ from reactors.engine import (
     Timing,
     decide,
     physical_tag,
-    run_ready,
     start_tag,
 )
 from reactors.eventq import EventQueue
@@ -79,23 +76,6 @@ def test_physical_event_lands_at_its_time_or_the_first_open_tag():
     assert physical_tag(80, 20, 0, (100, 3)) == (100, 3)
     assert physical_tag(50, 0, 90, (10, 0)) == (90, 0)  # never before the start time
     assert physical_tag(FOREVER - 5, 10, 0, (100, 3)) is None
-
-
-def test_run_ready_runs_below_the_bound_in_rank_order_once_each():
-    ran = []
-    rq = [3, 1, 3, 7]
-    heapify(rq)
-    table = [(ran.append, (r,)) for r in range(8)]
-    run_ready(rq, table, 7, lambda rank: None)
-    assert ran == [1, 3]
-    assert rq == [7]
-
-
-def test_run_ready_calls_before_with_each_rank():
-    seen = []
-    rq = [0, 2]
-    run_ready(rq, [(lambda: None, ())] * 3, 10, seen.append)
-    assert seen == [0, 2]
 
 
 class _Target:
