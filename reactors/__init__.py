@@ -4,7 +4,8 @@ Generated code uses :mod:`reactors.api` and :func:`reactors.launch.main`. Module
 each: ``program`` (the program model, graph.json), ``tag`` (time), ``units`` (time units),
 ``target`` (target properties and their defaults), ``port``, ``action``, ``timer``,
 ``reaction``, ``reactor`` (``ReactorBase``), ``mode``, ``eventq`` (future events), ``build``
-(program model -> objects), ``scheduler`` (per-tag loop), ``clock`` (physical time),
+(program model -> objects), ``scheduler`` (per-tag loop), ``engine`` (the rules of logical time every scheduler
+shares), ``clock`` (physical time),
 ``context``, ``log``, ``errors``, ``launch``.
 
 Several workers: ``topology`` (which channels cross workers), ``placement``

@@ -15,6 +15,7 @@ from operator import attrgetter
 from time import time_ns
 
 from .context import CTX
+from .engine import physical_tag
 from .tag import FOREVER
 
 POLICIES = ("defer", "drop", "replace", "update")
@@ -47,7 +48,7 @@ class Action:
         "_triggers",
         "_rq",
         "_mark",
-        "_sched",
+        "_engine",
         "_min_delay",
         "_spacing",
         "_policy",
@@ -71,7 +72,7 @@ class Action:
         self._triggers = ()
         self._rq = []
         self._mark = None
-        self._sched = None
+        self._engine = None
         self._min_delay = min_delay
         self._spacing = min_spacing
         self._policy = policy
@@ -88,7 +89,7 @@ class Action:
         """
         if delay.__class__ is not int or delay < 0:
             delay = _check_delay(delay)
-        s = self._sched
+        s = self._engine
         d = self._min_delay + delay
         if d:
             t = s.time + d
@@ -100,9 +101,7 @@ class Action:
             m = s.micro + 1
         if self._spacing is None and not self._queue:
             if t < s.stop_time or (t == s.stop_time and m <= s.stop_micro):
-                e = [t, m, s.next_seq(), self, value]
-                self._queue.append(e)
-                heappush(s.events, e)
+                self._queue.append(s.queue.push(t, m, self, value))
             elif s.finished:
                 CTX.log.warn(f"action {self._name} scheduled after the program ended; ignored")
         else:
@@ -110,7 +109,7 @@ class Action:
 
     def _place(self, t: int, m: int, value) -> None:
         """Apply collision/min_spacing rules to the preliminary tag ``(t, m)`` and queue."""
-        s = self._sched
+        s = self._engine
         if t == s.time and m <= s.micro:
             m = s.micro + 1
         if self._spacing is None:
@@ -128,9 +127,8 @@ class Action:
             if s.finished:
                 CTX.log.warn(f"action {self._name} scheduled after the program ended; ignored")
             return
-        e = [t, m, s.next_seq(), self, value]
+        e = s.queue.push(t, m, self, value)
         self._queue.append(e)
-        heappush(s.events, e)
         self._last = e
 
     def _spaced(self, t: int, m: int, value):
@@ -176,7 +174,7 @@ class Action:
         taken = {e[1] for e in self._queue if e[0] == t}
         while m in taken:
             m += 1
-        s = self._sched
+        s = self._engine
         if t < s.stop_time or (t == s.stop_time and m <= s.stop_micro):
             self._queue.append(s.queue.push(t, m, self, value))
 
@@ -203,18 +201,27 @@ class PhysicalAction(Action):
         """Schedule an event ``min_delay + delay`` ns after the physical time of this call."""
         if delay.__class__ is not int or delay < 0:
             delay = _check_delay(delay)
-        s = self._sched
+        s = self._engine
         if s.finished:
             CTX.log.warn(f"physical action {self._name} scheduled after the program ended; ignored")
             return
         s.post((self, time_ns(), delay, value))
 
     def _arrive(self, phys: int, delay: int, value) -> None:
-        """Scheduler-thread half of :meth:`schedule`: compute the tag and queue the event."""
-        s = self._sched
-        t = max(phys + self._min_delay + delay, s.start_time)
-        if t >= FOREVER:
-            return
-        if t < s.time:
-            t = s.time
-        self._place(t, 0, value)
+        """Scheduler-thread half of :meth:`schedule`: queue the event strictly after the
+        current tag (spec §3.13)."""
+        s = self._engine
+        self._land(phys, delay, (s.time, s.micro + 1), value)
+
+    def _landing(self, phys: int, delay: int, earliest: tuple[int, int]) -> tuple | None:
+        """The tag ``(ns, microstep)`` of an event posted at physical time ``phys`` (ns) with
+        ``delay`` (ns), no earlier than ``earliest``; None if it is dropped
+        (:func:`reactors.engine.physical_tag`)."""
+        return physical_tag(phys, self._min_delay + delay, self._engine.start_time, earliest)
+
+    def _land(self, phys: int, delay: int, earliest: tuple[int, int], value) -> None:
+        """Queue an event posted at physical time ``phys`` (ns) with ``delay`` (ns) at its
+        tag, no earlier than ``earliest``."""
+        tag = self._landing(phys, delay, earliest)
+        if tag is not None:
+            self._place(tag[0], tag[1], value)

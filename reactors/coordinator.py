@@ -4,8 +4,9 @@ Worker 0 plays this role between its own tags (so a run of W workers is W busy p
 threads, not W + 1). Per tag ``s``, once worker 0 has published its own ``DONE = s``, it
 waits until every worker has, prints what their reactions printed during the tag (in rank
 order: the output of one worker), reads their reports (earliest pending event, stop
-request), applies the one-worker rules for the next tag (timeout, ``request_stop`` at
-(t, m+1), starvation, keepalive, waiting for physical time unless ``fast``) and publishes
+request), applies the one-worker rules for the next tag (those of its
+:class:`reactors.engine.TagEngine`: timeout, ``request_stop`` at (t, m+1), starvation,
+keepalive, waiting for physical time unless ``fast``) and publishes
 ``GO`` for tag ``s + 1`` with its time, microstep and the stop tag. While it waits for
 physical time, a worker whose threads posted a physical event or a stop request revises its
 report and rings; the coordinator then recomputes the next tag, as one worker's scheduler
@@ -19,9 +20,10 @@ worker notices at its next wait or before its next reaction.
 
 from __future__ import annotations
 
-from datetime import datetime
 from time import time_ns
 
+from .engine import TagEngine, TagPair, Timing
+from .log import Log
 from .sync import (
     ABORT,
     CODE,
@@ -52,7 +54,7 @@ from .sync import (
     ring_if_sleeping,
     wait,
 )
-from .tag import FOREVER, NEVER_INT64
+from .worker import Aborted
 
 
 class WorkerFailed(Exception):
@@ -103,7 +105,8 @@ class Coordinator:
     """Decides the tags of a run of ``ctl.workers`` workers, inside worker 0 (``worker``, its
     :class:`reactors.worker.WorkerScheduler`). ``bells[w]`` wakes worker ``w`` (the
     coordinator waits on worker 0's), ``supervisor`` wakes the supervising process or thread;
-    ``outputs`` as for :func:`write_output`; ``stream`` the real stdout. Times are ns."""
+    ``outputs`` as for :func:`write_output`; ``stream`` the real stdout. ``engine`` holds
+    the tag state of the run. Times are ns."""
 
     def __init__(
         self,
@@ -113,12 +116,12 @@ class Coordinator:
         outputs,
         stream,
         *,
-        fast=False,
-        keepalive=False,
-        timeout=None,
-        start_multiple=0,
-        log,
-        spin_ns=0,
+        fast: bool = False,
+        keepalive: bool = False,
+        timeout: int | None = None,
+        start_multiple: int = 0,
+        log: Log,
+        spin_ns: int = 0,
         idle=None,
     ):
         self.ctl = ctl
@@ -130,18 +133,12 @@ class Coordinator:
         self.n = ctl.workers
         self.bases = [ctl.worker_base(w) for w in range(self.n)]
         self.done_cells = [b + DONE for b in self.bases]
-        self.fast, self.keepalive = bool(fast), bool(keepalive)
-        self.timeout, self.start_multiple = timeout, start_multiple
-        self.log = log
+        self.engine = TagEngine(Timing(bool(fast), bool(keepalive), timeout, start_multiple), log)
         self.spin_ns = spin_ns
         self.idle = idle
         self.worker = None
         self.revs = [0] * self.n
         self.seq = 0
-        self.time = self.micro = self.start_time = 0
-        self.stop_time, self.stop_micro = FOREVER, 0
-        self.phys_seen = NEVER_INT64
-        self.phys_start = 0
 
     # ------------------------------------------------------------------ the run
 
@@ -151,21 +148,7 @@ class Coordinator:
         cells = self.cells
         self._wait(lambda: all(cells[b + STATUS] >= W_READY for b in self.bases))
         self._check_failed()
-        now = time_ns()
-        start = now
-        if self.start_multiple:
-            start = -(-now // self.start_multiple) * self.start_multiple
-        self.phys_start = now
-        self.start_time = self.time = start
-        if self.timeout is not None:
-            self.stop_time = min(start + self.timeout, FOREVER)
-        self.log.log(
-            f"---- Start execution on {datetime.now():%a %b %d %H:%M:%S %Y} ---- "
-            f"plus {start % 1_000_000_000} nanoseconds"
-        )
-        if not self.fast and start > now:
-            self._sleep_until(start, interruptible=False)
-        self.phys_seen = time_ns()
+        start = self.engine.begin(self._sleep_through)
         cells[START_T] = start
         cells[STATE] = RUNNING
         self._go(0, start, 0)
@@ -176,23 +159,23 @@ class Coordinator:
         self._wait(self._all_done)
         self._check_failed()
         write_output(self.ctl, self.outputs, self.seq, self.stream)
-        if self.time == self.stop_time and self.micro == self.stop_micro:
+        if self.engine.at_stop():
             self._finish()
             return False
-        nt, nm = self._next_tag()
+        nt, nm = self.engine.next_tag(self._reports, self._sleep_until)
         self._go(self.seq + 1, nt, nm)
         return True
 
     # ------------------------------------------------------------------ steps
 
     def _go(self, seq: int, t: int, m: int) -> None:
-        cells = self.cells
+        cells, engine = self.cells, self.engine
         cells[GO_T] = t
         cells[GO_M] = m
-        cells[STOP_T] = self.stop_time
-        cells[STOP_M] = self.stop_micro
+        cells[STOP_T] = engine.stop_time
+        cells[STOP_M] = engine.stop_micro
         cells[GO_SEQ] = seq
-        self.seq, self.time, self.micro = seq, t, m
+        self.seq, engine.time, engine.micro = seq, t, m
         for w in range(1, self.n):
             ring_if_sleeping(cells, self.bases[w] + SLEEP, self.bells[w])
 
@@ -206,16 +189,14 @@ class Coordinator:
 
     def _check_failed(self) -> None:
         if self.cells[FAILS] or self.cells[STATE] == ABORT:
-            from .worker import Aborted
-
             raise Aborted()
 
-    def _reports(self) -> tuple:
-        """The earliest event over all workers (``(None, None)`` if none), after applying
-        the earliest stop request to the stop tag. Reads each report under its seqlock."""
-        cells, revs = self.cells, self.revs
+    def _reports(self) -> TagPair | None:
+        """The earliest event over all workers (None if none), after applying the earliest
+        stop request to the stop tag. Reads each report under its seqlock."""
+        cells, revs, engine = self.cells, self.revs, self.engine
         nt, nm = NONE_T, 0
-        st, sm = self.stop_time, self.stop_micro
+        st, sm = engine.stop_time, engine.stop_micro
         for w, b in enumerate(self.bases):
             while True:
                 rev = cells[b + REV]
@@ -228,8 +209,8 @@ class Coordinator:
                 nt, nm = et, em
             if rt < st or (rt == st and rm < sm):
                 st, sm = rt, rm
-        self.stop_time, self.stop_micro = st, sm
-        return (None, None) if nt == NONE_T else (nt, nm)
+        engine.stop_time, engine.stop_micro = st, sm
+        return None if nt == NONE_T else (nt, nm)
 
     def _revised(self) -> bool:
         worker = self.worker
@@ -238,39 +219,9 @@ class Coordinator:
         cells = self.cells
         return any(cells[b + REV] != r for b, r in zip(self.bases, self.revs))
 
-    def _next_tag(self):
-        """The next tag, never past the stop tag; waits for physical time unless fast, and
-        recomputes when a worker revises its report (spec §3.9, §3.10, §3.13)."""
-        while True:
-            top = self._reports()
-            if top[0] is None and not self.keepalive:
-                self._lower_stop(self.time, self.micro + 1)
-            st, sm = self.stop_time, self.stop_micro
-            if top[0] is not None and top <= (st, sm):
-                nt, nm = top
-            elif top[0] is None and self.keepalive and st >= FOREVER:
-                self._sleep_until(None)
-                continue
-            else:
-                nt, nm = st, sm
-            idle = top[0] is None and self.keepalive
-            if (not self.fast or idle) and nt > self.phys_seen:
-                if not self._sleep_until(nt):
-                    continue
-                self.phys_seen = time_ns()
-            return nt, nm
-
-    def _lower_stop(self, t: int, m: int) -> None:
-        if (t, m) < (self.stop_time, self.stop_micro):
-            self.stop_time, self.stop_micro = t, m
-
     def _finish(self) -> None:
         cells = self.cells
-        lost = sum(cells[b + LOST] for b in self.bases)
-        if lost:
-            self.log.warn(f"---- {lost} future action event(s) after the stop tag were discarded.")
-        self.log.log(f"---- Elapsed logical time (in nsec): {self.time - self.start_time:,}")
-        self.log.log(f"---- Elapsed physical time (in nsec): {time_ns() - self.phys_start:,}")
+        self.engine.report_end(sum(cells[b + LOST] for b in self.bases))
         cells[STATE] = FINISHED
         self.supervisor.ring()
 
@@ -279,7 +230,11 @@ class Coordinator:
     def _wait(self, cond) -> None:
         wait(cond, self.cells, COORD_SLEEP, self.bell, self.spin_ns, self.idle)
 
-    def _sleep_until(self, t, interruptible: bool = True) -> bool:
+    def _sleep_through(self, t: int) -> None:
+        """Block until physical time ``t`` (ns), whatever workers report meanwhile."""
+        self._sleep_until(t, interruptible=False)
+
+    def _sleep_until(self, t: int | None, interruptible: bool = True) -> bool:
         """Block until physical time ``t`` (ns; None: forever). False when a worker revised
         its report first (only if ``interruptible``)."""
         cells = self.cells

@@ -6,13 +6,16 @@ and the list is mutable so the ``replace`` policy can swap the payload and a can
 can be marked dead (``target = None``) without searching the heap. ``target`` is an object
 with a ``_fire(event)`` method (an action, a timer or a mode entry) and a ``mode`` attribute.
 
-Other threads never touch the heap: they append to :attr:`EventQueue.inbox` (a deque, whose
-``append`` is atomic) and the scheduler drains it between tags.
+Every event enters through :meth:`EventQueue.push` (actions, timers, mode entries) and leaves
+through :meth:`EventQueue.fire` or :meth:`EventQueue.remove_if`. Other threads never touch the
+heap: they append to :attr:`EventQueue.inbox` (a deque, whose ``append`` is atomic) and the
+scheduler drains it between tags.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 from itertools import count
 
@@ -24,27 +27,37 @@ class EventQueue:
 
     __slots__ = ("heap", "next_seq", "inbox")
 
-    def __init__(self):
-        self.heap = []
+    def __init__(self) -> None:
+        self.heap: list[list] = []
         self.next_seq = count().__next__
-        self.inbox = deque()
+        self.inbox: deque[tuple] = deque()
 
-    def push(self, time: int, micro: int, target, value=None) -> list:
+    def push(self, time: int, micro: int, target: object, value: object = None) -> list:
         """Insert an event at tag ``(time, micro)`` (ns, microstep) and return it."""
         e = [time, micro, self.next_seq(), target, value]
         heappush(self.heap, e)
         return e
 
-    def peek(self):
+    def peek(self) -> list | None:
         """The earliest live event, or None; dead (cancelled) events at the top are dropped."""
         heap = self.heap
         while heap and heap[0][TARGET] is None:
             heappop(heap)
         return heap[0] if heap else None
 
-    def remove_if(self, pred) -> list:
+    def fire(self, time: int, micro: int) -> None:
+        """Pop the events at the top of the queue whose tag is ``(time, micro)`` (ns,
+        microstep) and fire the live ones (``target._fire(event)``) in queue order."""
+        heap = self.heap
+        while heap and heap[0][TIME] == time and heap[0][MICRO] == micro:
+            e = heappop(heap)
+            if e[TARGET] is not None:
+                e[TARGET]._fire(e)
+
+    def remove_if(self, pred: Callable[[object], bool]) -> list:
         """Remove and return (in tag order) the live events whose target satisfies ``pred``."""
-        keep, out = [], []
+        keep: list[list] = []
+        out: list[list] = []
         for e in self.heap:
             if e[TARGET] is not None:
                 (out if pred(e[TARGET]) else keep).append(e)

@@ -14,12 +14,13 @@ from .tag import FOREVER
 class Timer:
     """A timer of one reactor instance.
 
-    ``offset`` and ``period`` are ns (period 0: fire once). ``mode`` is the nearest enclosing
-    :class:`reactors.mode.Mode` (None outside modes). ``_triggers`` holds the ranks of the
-    reactions it triggers; ``_sched`` is set when a scheduler attaches the program.
+        ``offset`` and ``period`` are ns (period 0: fire once). ``mode`` is the nearest enclosing
+        :class:`reactors.mode.Mode` (None outside modes). ``_triggers`` holds the ranks of the
+        reactions it triggers; ``_engine`` (the scheduler's :class:`reactors.engine.TagEngine`,
+    whose event queue it schedules into) is set when a scheduler attaches the program.
     """
 
-    __slots__ = ("offset", "period", "mode", "_triggers", "_rq", "_sched", "_name")
+    __slots__ = ("offset", "period", "mode", "_triggers", "_rq", "_engine", "_name")
 
     def __init__(self, name: str, offset: int, period: int, mode=None):
         self._name = name
@@ -28,7 +29,7 @@ class Timer:
         self.mode = mode
         self._triggers = ()
         self._rq = []
-        self._sched = None
+        self._engine = None
 
     def _fire(self, e) -> None:
         """Trigger the reactions, then queue the next periodic event unless past the stop tag."""
@@ -38,7 +39,7 @@ class Timer:
             self._sched_at(e[0] + self.period, 0)
 
     def _sched_at(self, time: int, micro: int) -> None:
-        s = self._sched
+        s = self._engine
         st = s.stop_time
         if time < FOREVER and (time < st or (time == st and micro <= s.stop_micro)):
             s.queue.push(time, micro, self)

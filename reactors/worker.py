@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import threading
 from heapq import heappop
-from time import time_ns
+from typing import TYPE_CHECKING
 
-from .action import Action
+from .clock import Clock
+from .log import Log
 from .scheduler import Scheduler
 from .sync import (
     ABORT,
@@ -45,7 +46,10 @@ from .sync import (
     ring_if_sleeping,
     wait,
 )
-from .tag import FOREVER
+
+if TYPE_CHECKING:
+    from .build import Program
+    from .trace import Digest
 
 _END = 1 << 62  # a rank larger than any
 
@@ -70,12 +74,14 @@ class Link:
         self.captured, self.output = output
 
 
-class _Clock:
-    """Physical time for deadlines, and the wake-up used by physical actions' threads."""
+class _Clock(Clock):
+    """Physical time for deadlines, and the wake-up used by physical actions' threads (a
+    worker never waits for physical time itself: the coordinator does)."""
 
-    now = staticmethod(time_ns)
+    __slots__ = ("worker",)
 
-    def __init__(self, worker):
+    def __init__(self, worker: WorkerScheduler):
+        super().__init__()
         self.worker = worker
 
     def wake(self) -> None:
@@ -92,7 +98,14 @@ class WorkerScheduler(Scheduler):
     :class:`reactors.coordinator.Coordinator` that worker 0 runs between its tags."""
 
     def __init__(
-        self, program, link: Link, *, keepalive=False, log=None, recorder=None, coordinator=None
+        self,
+        program: Program,
+        link: Link,
+        *,
+        keepalive: bool = False,
+        log: Log | None = None,
+        recorder: Digest | None = None,
+        coordinator=None,
     ):
         super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
         self.link = link
@@ -117,6 +130,7 @@ class WorkerScheduler(Scheduler):
         cells[base + STATUS] = W_READY
         ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
         coord = self.coordinator
+        engine = self.engine
         try:
             if coord is not None:
                 coord.start(self)
@@ -126,7 +140,7 @@ class WorkerScheduler(Scheduler):
                 self._run_tag()
                 if self.transitions:
                     self.modes.apply(self)
-                final = self.time == self.stop_time and self.micro == self.stop_micro
+                final = engine.time == engine.stop_time and engine.micro == engine.stop_micro
                 self._end_tag(final)
                 if coord is not None:
                     coord.step()
@@ -135,7 +149,7 @@ class WorkerScheduler(Scheduler):
                 self._await_go(self.seq + 1)
                 self._enter_tag()
         finally:
-            self.finished = True
+            engine.finished = True
 
     def send_output(self) -> None:
         """Send what the reactions printed during the current tag to the coordinator."""
@@ -178,34 +192,31 @@ class WorkerScheduler(Scheduler):
         an earlier tag. Nothing is queued yet (see :meth:`_enter_tag`)."""
         items = list(self.inbox)
         self._accounted = len(items)
-        t, m = self.time, self.micro
+        engine = self.engine
+        after = (engine.time, engine.micro + 1)  # the first tag still open to them
         top = self.queue.peek()
         nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
-        rt, rm = self.stop_time, self.stop_micro
+        rt, rm = engine.stop_time, engine.stop_micro
         for item in items:
             if item[0] is None:
-                rt, rm = min((rt, rm), (t, m + 1))
+                rt, rm = min((rt, rm), after)
                 continue
-            a, phys, delay = item[0], item[1], item[2]
-            lb = max(phys + a._min_delay + delay, self.start_time)
-            cand = (lb, 0) if lb > t else (t, m + 1)
-            nt, nm = min((nt, nm), cand)
+            tag = item[0]._landing(item[1], item[2], after)
+            if tag is not None:
+                nt, nm = min((nt, nm), tag)
         self.link.ctl.write_report(self.me, nt, nm, rt, rm)
         self.coord_bell.ring()
 
     def _enter_tag(self) -> None:
         cells = self.cells
+        engine = self.engine
         gt, gm = cells[GO_T], cells[GO_M]
-        self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
+        engine.stop_time, engine.stop_micro = cells[STOP_T], cells[STOP_M]
         self.seq += 1
         if self.inbox:
             self._place_posted(gt, gm)
-        self.time, self.micro = gt, gm
-        for obj in self.present:
-            obj._p = False
-        self.present.clear()
-        self._fire_events(gt, gm)
-        if gt == self.stop_time and gm == self.stop_micro:
+        engine.advance(gt, gm, self.present)
+        if gt == engine.stop_time and gm == engine.stop_micro:
             self._trigger_shutdown()
 
     def _place_posted(self, gt: int, gm: int) -> None:
@@ -220,13 +231,7 @@ class WorkerScheduler(Scheduler):
                 keep.append(item)
                 continue
             a, phys, delay, value = item
-            t = max(phys + a._min_delay + delay, self.start_time)
-            if t >= FOREVER:
-                continue
-            m = 0
-            if (t, 0) < (gt, gm):
-                t, m = gt, gm
-            a._place(t, m, value)
+            a._land(phys, delay, (gt, gm), value)
         inbox.extend(keep)
         self._accounted = 0
 
@@ -234,10 +239,7 @@ class WorkerScheduler(Scheduler):
         cells = self.cells
         self.seq = 0
         start = cells[GO_T]
-        self.start_time = self.time = start
-        self.micro = 0
-        self.stop_time, self.stop_micro = cells[STOP_T], cells[STOP_M]
-        self.phys_start = self.clock.now()
+        self.engine.enter_start(start, cells[STOP_T], cells[STOP_M])
         self._enter_start_tag(start)
 
     def _end_tag(self, final: bool) -> None:
@@ -245,15 +247,15 @@ class WorkerScheduler(Scheduler):
         if self.recorder is not None:
             self.recorder.record(self)
         if final:
-            cells[base + LOST] = sum(1 for e in self.queue.live() if isinstance(e[3], Action))
+            cells[base + LOST] = self._discarded()
             cells[base + STATUS] = W_FINISHED
         else:
+            engine = self.engine
             if self.inbox:
-                self._drain()
                 self._accounted = 0
-            top = self.queue.peek()
-            nt, nm = (top[0], top[1]) if top is not None else (NONE_T, 0)
-            self.link.ctl.write_report(self.me, nt, nm, self.stop_time, self.stop_micro)
+            top = engine.earliest()
+            nt, nm = top if top is not None else (NONE_T, 0)
+            self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
         cells[base + DONE] = self.seq
         ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
@@ -261,6 +263,11 @@ class WorkerScheduler(Scheduler):
     # ------------------------------------------------------------------ one tag
 
     def _run_tag(self) -> None:
+        """Run the tag's reactions in rank order, receiving each incoming crossing before
+        the first reaction here that reads it and publishing each outgoing one after the
+        last that writes it."""
+        # The rank loop of reactors.engine (a rank queued twice runs once), inlined as in
+        # the single-worker loop: a call per reaction costs several percent of a round trip.
         rq, table, cells = self.rq, self.table, self.cells
         link = self.link
         captured = self.captured
