@@ -496,19 +496,19 @@ class _ClassChecker:
                     "contained reactor",
                     ref.pos,
                 )
-        for ref in x.effects:
-            if isinstance(ref, tree.ModeTransition):
+        for eff in x.effects:
+            if isinstance(eff, tree.ModeTransition):
                 continue
-            p = self.port_of(ref)
+            p = self.port_of(eff)
             if p is None:
-                if ref.container is None and self.cls.named(tree.TimerDecl, ref.name):
-                    self.rep.error(f"a timer ('{ref.name}') cannot be an effect", ref.pos)
+                if eff.container is None and self.cls.named(tree.TimerDecl, eff.name):
+                    self.rep.error(f"a timer ('{eff.name}') cannot be an effect", eff.pos)
                 continue
-            if ref.container is None and p.kind == "input":
-                self.rep.error(f"a reaction cannot write its own input '{ref}'", ref.pos)
-            elif ref.container is not None and p.kind == "output":
+            if eff.container is None and p.kind == "input":
+                self.rep.error(f"a reaction cannot write its own input '{eff}'", eff.pos)
+            elif eff.container is not None and p.kind == "output":
                 self.rep.error(
-                    f"a reaction cannot write the output '{ref}' of a contained reactor", ref.pos
+                    f"a reaction cannot write the output '{eff}' of a contained reactor", eff.pos
                 )
             else:
-                self.write(str(ref), mode, ref.pos, written, "reaction")
+                self.write(str(eff), mode, eff.pos, written, "reaction")

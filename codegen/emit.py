@@ -62,7 +62,7 @@ class _Markers:
     base name, or a longer tail of its path when two imported files share a base name.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.paths: dict[str, str] = {}  # label in a marker -> .lf path
         self.labels: dict[str, str] = {}  # .lf path -> its label
         self.lengths: dict[str, int] = {}  # body marker -> number of lines of the body
@@ -155,11 +155,10 @@ def _class_view(c: ReactorClass, marks: _Markers) -> dict:
     }
 
 
-def _signature(r: ReactionInst) -> str:
-    """``reaction(t, inp) x -> out`` as declared, plus its mode, for a comment."""
-    node = r.node
+def _signature(r: ReactionInst, node: tree.Reaction) -> str:
+    """``reaction(t, inp) x -> out`` as declared (``node``), plus its mode, for a comment."""
 
-    def eff(e) -> str:
+    def eff(e: tree.VarRef | tree.ModeTransition) -> str:
         return (
             f"{e.kind}({e.mode})"
             if isinstance(e, tree.ModeTransition) and e.kind != "default"
@@ -177,11 +176,13 @@ def _signature(r: ReactionInst) -> str:
 
 
 def _reaction_view(r: ReactionInst, marks: _Markers) -> dict:
+    """What the template needs of a declared reaction (synthetic ones have no body here)."""
     node = r.node
+    assert node is not None, "only declared reactions are emitted as methods"
     view = {
         "function": r.function,
         "args": [a["name"] for a in r.args],
-        "signature": _signature(r),
+        "signature": _signature(r, node),
         "marker": marks.mark(node.code, node.pos),
         "body": indent(node.code.text if node.code else "", 8),
         "deadline_function": r.deadline_function,

@@ -199,7 +199,10 @@ _CLOSERS = {"RBRACE", "RPAR", "RSQB"}
 
 def _expected(err: UnexpectedInput) -> set[str]:
     """Terminal names that the parser accepts where it failed (exact, unlike LALR lookaheads)."""
-    fallback = set(err.expected if isinstance(err, UnexpectedToken) else err.allowed or ())
+    # UnexpectedToken knows what was expected; UnexpectedCharacters what was allowed
+    fallback = set(
+        err.expected if isinstance(err, UnexpectedToken) else getattr(err, "allowed", None) or ()
+    )
     parser = getattr(err, "interactive_parser", None)
     if parser is None:
         return fallback
@@ -289,11 +292,13 @@ class _ToAst(Transformer):
         return Pos(self.file, meta.line, meta.column)
 
     def _tpos(self, token: Token) -> Pos:
+        assert token.line is not None and token.column is not None  # the lexer sets both
         return Pos(self.file, token.line, token.column)
 
     def CODE(self, token: Token) -> Code:  # a terminal callback, not a rule
-        text, body_line = code_body(token.value, token.line)
-        return Code(text, self._tpos(token), body_line)
+        pos = self._tpos(token)
+        text, body_line = code_body(token.value, pos.line)
+        return Code(text, pos, body_line)
 
     # ---- file, target, imports, preambles
 

@@ -43,7 +43,8 @@ def lf_text(expr: tree.Expr | None) -> str:
         return expr.name
     if isinstance(expr, tree.Code):
         return f"{{= {expr.text} =}}"
-    open_, close = {"paren": "()", "brace": "{}"}.get(getattr(expr, "kind", ""), "[]")
+    brackets = {"paren": "()", "brace": "{}"}.get(getattr(expr, "kind", ""), "[]")
+    open_, close = brackets[0], brackets[1]
     return open_ + ", ".join(lf_text(e) for e in expr.items) + close
 
 

@@ -21,7 +21,7 @@ from .values import time_of
 class _Args:
     """The ordered, de-duplicated argument list of one reaction function."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.items: list[dict] = []
         self.raw: list[dict] = []
         self.by_name: dict[str, dict] = {}
