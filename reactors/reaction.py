@@ -97,7 +97,7 @@ class Reaction:
         self,
         *,
         index: int,
-        name: str,
+        name: str | None,
         owner: str,
         body: Callable[..., Any],
         args: Iterable[Any],
