@@ -107,12 +107,12 @@ def unlink_prefix(prefix: str) -> int:
     return n
 
 
-def _tensor_type():
+def _tensor_type() -> type[Any] | None:
     """torch.Tensor if torch is imported (a value can only be a tensor then), else None."""
     return getattr(sys.modules.get("torch"), "Tensor", None)
 
 
-def _array_meta(a) -> bytes:
+def _array_meta(a: np.ndarray) -> bytes:
     return f"{a.dtype.str};{','.join(map(str, a.shape))}".encode()  # "<f4;210,160,3"
 
 
@@ -123,7 +123,7 @@ def _parse_meta(meta: bytes) -> tuple[np.dtype, tuple[int, ...]]:
     return np.dtype(dt), tuple(int(x) for x in shape.split(",") if x)
 
 
-def _plain_array(v) -> bool:
+def _plain_array(v: Any) -> bool:
     ndarray = getattr(sys.modules.get("numpy"), "ndarray", None)  # no numpy, no arrays
     return (
         ndarray is not None
@@ -265,7 +265,7 @@ class Writer:
         self.slots = []
 
 
-def _numpy_able(t) -> bool:
+def _numpy_able(t: Any) -> bool:
     try:
         t.numpy()
     except (TypeError, RuntimeError):
