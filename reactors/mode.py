@@ -123,9 +123,8 @@ class ModalState:
         self.request: Mode | None = None
         self.kind: str | None = None
         self.order = order
-        self.nested_instances: dict[
-            str, list[Any]
-        ] = {}  # mode name -> instances nested (transitively) inside it
+        # mode name -> instances nested (transitively) inside it
+        self.nested_instances: dict[str, list[Any]] = {}
 
 
 class ModeCapsule:
