@@ -47,8 +47,8 @@ from .sync import (
     Control,
 )
 
-if TYPE_CHECKING:
-    import numpy as np
+if TYPE_CHECKING:  # not ``as np``: a module-level ``np`` import changes how CPython compiles
+    import numpy  # the ``np.f(...)`` calls of the functions below
 
 K_NONE, K_ARRAY, K_TENSOR, K_PICKLE, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_SMALL = range(9)
 _INLINE_BYTES = 8 * INLINE_CELLS
@@ -112,11 +112,11 @@ def _tensor_type() -> type[Any] | None:
     return getattr(sys.modules.get("torch"), "Tensor", None)
 
 
-def _array_meta(a: np.ndarray) -> bytes:
+def _array_meta(a: numpy.ndarray) -> bytes:
     return f"{a.dtype.str};{','.join(map(str, a.shape))}".encode()  # "<f4;210,160,3"
 
 
-def _parse_meta(meta: bytes) -> tuple[np.dtype, tuple[int, ...]]:
+def _parse_meta(meta: bytes) -> tuple[numpy.dtype, tuple[int, ...]]:
     import numpy as np
 
     dt, _, shape = meta.decode().partition(";")
@@ -286,7 +286,7 @@ class Reader:
         self.port = port
         self.prefix = f"{prefix}c{index}"
         self.maps: dict[int, tuple[int, Segment]] = {}  # slot -> (generation, Segment)
-        self.held: dict[int, np.ndarray] = {}  # slot -> the array handed out from it
+        self.held: dict[int, numpy.ndarray] = {}  # slot -> the array handed out from it
         self.copying = False
 
     def receive(self, seq: int) -> None:
