@@ -10,18 +10,22 @@ the action's state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappush
 from operator import attrgetter
 from time import time_ns
+from typing import Any
 
 from .context import CTX
-from .engine import physical_tag
+from .engine import TagEngine, TagPair, physical_tag
+from .eventq import Event
+from .mode import Mode
 from .tag import FOREVER
 
 POLICIES = ("defer", "drop", "replace", "update")
 
 
-def _check_delay(delay) -> int:
+def _check_delay(delay: object) -> int:
     if isinstance(delay, bool) or not isinstance(delay, int):
         raise TypeError(
             f"schedule() delay must be an int number of nanoseconds, "
@@ -61,8 +65,23 @@ class Action:
     value = property(attrgetter("_v"), doc="Payload of the latest event (None if none).")
     is_present = property(attrgetter("_p"), doc="True iff the action is present at this tag.")
 
+    _v: Any
+    _p: bool
+    _triggers: tuple[int, ...]
+    _rq: list[int]
+    _mark: Callable[[Any], None]
+    _engine: TagEngine
+    _spacing: int | None
+    _queue: list[Event]
+    _last: Event | None
+
     def __init__(
-        self, name: str, min_delay: int = 0, min_spacing=None, policy: str = "defer", mode=None
+        self,
+        name: str,
+        min_delay: int = 0,
+        min_spacing: int | None = None,
+        policy: str = "defer",
+        mode: Mode | None = None,
     ):
         if policy not in POLICIES:
             raise ValueError(f"action {name}: unknown policy '{policy}'")
@@ -71,8 +90,9 @@ class Action:
         self._p = False
         self._triggers = ()
         self._rq = []
-        self._mark = None
-        self._engine = None
+        # both set when a scheduler attaches the program
+        self._mark = None  # type: ignore[assignment]
+        self._engine = None  # type: ignore[assignment]
         self._min_delay = min_delay
         self._spacing = min_spacing
         self._policy = policy
@@ -80,7 +100,7 @@ class Action:
         self._last = None  # the latest event scheduled (for min_spacing)
         self.mode = mode
 
-    def schedule(self, delay, value=None) -> None:
+    def schedule(self, delay: int, value: Any = None) -> None:
         """Schedule an event ``min_delay + delay`` ns after the current tag (spec §3.3).
 
         ``delay`` must be an int (TypeError otherwise); a negative delay becomes 0 with a
@@ -107,7 +127,7 @@ class Action:
         else:
             self._place(t, m, value)
 
-    def _place(self, t: int, m: int, value) -> None:
+    def _place(self, t: int, m: int, value: Any) -> None:
         """Apply collision/min_spacing rules to the preliminary tag ``(t, m)`` and queue."""
         s = self._engine
         if t == s.time and m <= s.micro:
@@ -131,10 +151,11 @@ class Action:
         self._queue.append(e)
         self._last = e
 
-    def _spaced(self, t: int, m: int, value):
+    def _spaced(self, t: int, m: int, value: Any) -> TagPair | None:
         """The tag for an event with min_spacing, or None when the event is absorbed."""
         last = self._last
         sp = self._spacing
+        assert last is not None and sp is not None  # _place calls this only in that case
         earliest = (last[0] + sp, 0) if sp > 0 else (last[0], last[1] + 1)
         if (t, m) >= earliest:
             return t, m
@@ -151,11 +172,11 @@ class Action:
             return t, m
         return earliest
 
-    def _cancel(self, e) -> None:
+    def _cancel(self, e: Event) -> None:
         e[3] = None  # dead: the scheduler skips it
         self._queue.remove(e)
 
-    def _fire(self, e) -> None:
+    def _fire(self, e: Event) -> None:
         """Make the action present with the event's payload and trigger its reactions."""
         self._v = e[4]
         if not self._p:
@@ -169,7 +190,7 @@ class Action:
         for rank in self._triggers:
             heappush(self._rq, rank)
 
-    def _resume(self, t: int, m: int, value) -> None:
+    def _resume(self, t: int, m: int, value: Any) -> None:
         """Re-queue a suspended event (mode history) at preliminary tag ``(t, m)``."""
         taken = {e[1] for e in self._queue if e[0] == t}
         while m in taken:
@@ -178,12 +199,12 @@ class Action:
         if t < s.stop_time or (t == s.stop_time and m <= s.stop_micro):
             self._queue.append(s.queue.push(t, m, self, value))
 
-    def _forget(self, e) -> None:
+    def _forget(self, e: Event) -> None:
         """Drop bookkeeping of an event removed from the queue (mode suspension)."""
         if e in self._queue:
             self._queue.remove(e)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<action {self._name} value={self._v!r} present={self._p}>"
 
 
@@ -197,7 +218,7 @@ class PhysicalAction(Action):
 
     __slots__ = ()
 
-    def schedule(self, delay, value=None) -> None:
+    def schedule(self, delay: int, value: Any = None) -> None:
         """Schedule an event ``min_delay + delay`` ns after the physical time of this call."""
         if delay.__class__ is not int or delay < 0:
             delay = _check_delay(delay)
@@ -207,19 +228,19 @@ class PhysicalAction(Action):
             return
         s.post((self, time_ns(), delay, value))
 
-    def _arrive(self, phys: int, delay: int, value) -> None:
+    def _arrive(self, phys: int, delay: int, value: Any) -> None:
         """Scheduler-thread half of :meth:`schedule`: queue the event strictly after the
         current tag (spec §3.13)."""
         s = self._engine
         self._land(phys, delay, (s.time, s.micro + 1), value)
 
-    def _landing(self, phys: int, delay: int, earliest: tuple[int, int]) -> tuple | None:
+    def _landing(self, phys: int, delay: int, earliest: TagPair) -> TagPair | None:
         """The tag ``(ns, microstep)`` of an event posted at physical time ``phys`` (ns) with
         ``delay`` (ns), no earlier than ``earliest``; None if it is dropped
         (:func:`reactors.engine.physical_tag`)."""
         return physical_tag(phys, self._min_delay + delay, self._engine.start_time, earliest)
 
-    def _land(self, phys: int, delay: int, earliest: tuple[int, int], value) -> None:
+    def _land(self, phys: int, delay: int, earliest: TagPair, value: Any) -> None:
         """Queue an event posted at physical time ``phys`` (ns) with ``delay`` (ns) at its
         tag, no earlier than ``earliest``."""
         tag = self._landing(phys, delay, earliest)

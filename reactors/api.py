@@ -8,6 +8,7 @@ uses directly. Calls that need the running program read :data:`reactors.context.
 from __future__ import annotations
 
 from time import time_ns
+from typing import NoReturn
 
 from .action import Action as action_capsule_t
 from .context import CTX
@@ -78,12 +79,12 @@ def request_stop() -> None:
     CTX.sched.request_stop()
 
 
-def get_fed_maxwait():
+def get_fed_maxwait() -> NoReturn:
     """Federated execution only: always raises RuntimeError (spec §2.7)."""
     raise RuntimeError("get_fed_maxwait() is only available in a decentralized federated program")
 
 
-def set_fed_maxwait(t) -> None:
+def set_fed_maxwait(t: int) -> NoReturn:
     """Federated execution only: always raises RuntimeError (spec §2.7)."""
     raise RuntimeError("set_fed_maxwait() is only available in a decentralized federated program")
 
@@ -118,6 +119,10 @@ class _Time:
         return CTX.sched.start_time
 
 
+#: The tag class, for annotations inside :class:`_LF` (where ``Tag`` is an attribute).
+_TagClass = Tag
+
+
 class _LF:
     """The ``lf`` namespace of reaction code (spec §2.7)."""
 
@@ -129,7 +134,7 @@ class _LF:
     set_fed_maxwait = staticmethod(set_fed_maxwait)
 
     @staticmethod
-    def tag() -> Tag:
+    def tag() -> _TagClass:
         """The current tag as a :class:`Tag`."""
         s = CTX.sched
         return Tag(s.time, s.micro)
@@ -145,26 +150,26 @@ class _LF:
         return CTX.package_directory
 
     @staticmethod
-    def check_deadline(reactor, invoke_deadline_handler=True) -> bool:
+    def check_deadline(reactor: ReactorBase, invoke_deadline_handler: bool = True) -> bool:
         """``reactor.check_deadline(invoke_deadline_handler)``."""
         return ReactorBase.check_deadline(reactor, invoke_deadline_handler)
 
     @staticmethod
-    def update_deadline(reactor, t) -> None:
+    def update_deadline(reactor: ReactorBase, t: float) -> None:
         """``reactor.update_deadline(t)``."""
         ReactorBase.update_deadline(reactor, t)
 
     @staticmethod
-    def register_user_trace_event(reactor, description) -> int:
+    def register_user_trace_event(reactor: ReactorBase, description: str) -> int:
         """``reactor.register_user_trace_event(description)`` (non-zero handle)."""
         return ReactorBase.register_user_trace_event(reactor, description)
 
     @staticmethod
-    def tracepoint_user_event(reactor, handle) -> None:
+    def tracepoint_user_event(reactor: ReactorBase, handle: int) -> None:
         """``reactor.tracepoint_user_event(handle)`` (stub)."""
 
     @staticmethod
-    def tracepoint_user_value(reactor, handle, value) -> None:
+    def tracepoint_user_value(reactor: ReactorBase, handle: int, value: int) -> None:
         """``reactor.tracepoint_user_value(handle, value)`` (stub)."""
 
 

@@ -8,10 +8,10 @@ scheduler attaches to. Nothing here runs per tag.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from . import program as spec
 from .action import Action, PhysicalAction
@@ -19,9 +19,13 @@ from .errors import BuildFailure, GraphError, SourceMap
 from .mode import ModalState, Mode, ModeCapsule, ModeSystem
 from .port import Multiport, Port
 from .reaction import Reaction, forward, reaction_number
-from .reactor import Make
+from .reactor import Make, ReactorBase
 from .timer import Timer
 from .topology import ancestors
+
+_Chan = tuple[int, str, int]  # (reactor id, port name, channel index)
+_PortAt = tuple[int, str]  # (reactor id, port name)
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -43,20 +47,20 @@ class Program:
 
     name: str
     target: spec.TargetSettings
-    instances: list
-    reactions: list
-    ports: list
-    actions: list
-    timers: list
-    startup: list  # ranks of startup reactions outside modes
-    shutdown: list  # Reaction objects triggered by shutdown
+    instances: list[Instance]
+    reactions: list[Reaction | None]
+    ports: list[Port]
+    actions: list[Action]
+    timers: list[Timer]
+    startup: list[int]  # ranks of startup reactions outside modes
+    shutdown: list[Reaction]  # Reaction objects triggered by shutdown
     modes: ModeSystem
-    mode_capsules: list
+    mode_capsules: list[ModeCapsule]
     source_map: SourceMap
     source_directory: str = ""
     package_directory: str = ""
     physical_actions: bool = False
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def build(module: ModuleType, model: spec.Program, owned: Collection[int] | None = None) -> Program:
@@ -83,13 +87,13 @@ class _Builder:
         self.g = model
         self.smap = SourceMap(getattr(module, "__file__", None), model.line_map)
         self.instances: list[Instance] = []
-        self.chan: dict = {}  # (rid, port, ch) -> Port (before root resolution)
-        self.multi: dict = {}  # (rid, port) -> width (PLAIN_WIDTH for plain)
-        self.root: dict = {}  # (rid, port, ch) -> root Port
-        self.capsules: dict = {}
-        self.actions: dict = {}  # (rid, name) -> Action
-        self.timers: dict = {}  # (rid, name) -> Timer
-        self.mode_capsules: list = []
+        self.chan: dict[_Chan, Port] = {}  # (rid, port, ch) -> Port (before root resolution)
+        self.multi: dict[_PortAt, int] = {}  # (rid, port) -> width (PLAIN_WIDTH for plain)
+        self.root: dict[_Chan, Port] = {}  # (rid, port, ch) -> root Port
+        self.capsules: dict[_PortAt, Port | Multiport] = {}
+        self.actions: dict[tuple[int, str], Action] = {}  # (rid, name) -> Action
+        self.timers: dict[tuple[int, str], Timer] = {}  # (rid, name) -> Timer
+        self.mode_capsules: list[ModeCapsule] = []
         self.owned = owned
         self.needed = None if owned is None else ancestors(model, owned)
 
@@ -167,10 +171,13 @@ class _Builder:
             if not self._owns(inst.id):
                 continue  # placement keeps modal reactors with everything inside them
             info = inst.spec
-            if inst.parent is not None:
-                inst.enclosing = (
-                    inst.parent.modal.modes[info.mode] if info.mode else inst.parent.enclosing
-                )
+            parent = inst.parent
+            if parent is not None:
+                if info.mode:
+                    assert parent.modal is not None  # a mode names one of its parent's modes
+                    inst.enclosing = parent.modal.modes[info.mode]
+                else:
+                    inst.enclosing = parent.enclosing
             if info.modes:
                 st = ModalState(inst.name, inst.obj, inst.id)
                 for m in info.modes:
@@ -205,17 +212,18 @@ class _Builder:
                     plain = p.width == spec.PLAIN_WIDTH
                     label = f"{inst.name}.{p.name}" + ("" if plain else f"[{ch}]")
                     self.chan[(inst.id, p.name, ch)] = Port(label)
-        up = {}
+        up: dict[_Chan, _Chan] = {}  # a channel -> the channel that writes it
         for c in self.g.channels:
             src, dst = c.src, c.dst
-            for key in (src, dst):
-                if key not in self.chan:
-                    raise GraphError(f"channel {[*src, *dst]} names an unknown port channel {key}")
+            for end in (src, dst):
+                if end not in self.chan:
+                    raise GraphError(f"channel {[*src, *dst]} names an unknown port channel {end}")
             if dst in up:
                 raise GraphError(f"port channel {dst} is written by two connections")
             up[dst] = src
         for key in self.chan:
-            seen, k = set(), key
+            seen: set[_Chan] = set()
+            k = key
             while k in up:
                 if k in seen:
                     raise GraphError(f"connection cycle through port channel {k}")
@@ -232,7 +240,7 @@ class _Builder:
     def _iname(self, rid: int) -> str:
         return self.instances[rid].name if 0 <= rid < len(self.instances) else f"#{rid}"
 
-    def _capsule(self, rid: int, port: str):
+    def _capsule(self, rid: int, port: str) -> Port | Multiport:
         key = (rid, port)
         if key not in self.capsules:
             if key not in self.multi:
@@ -247,7 +255,7 @@ class _Builder:
             )
         return self.capsules[key]
 
-    def _roots(self, rid: int, port: str) -> list:
+    def _roots(self, rid: int, port: str) -> list[Port]:
         cap = self._capsule(rid, port)
         return list(cap) if isinstance(cap, Multiport) else [cap]
 
@@ -273,7 +281,7 @@ class _Builder:
                 if mode is not None:
                     mode.timers.append(timer)
 
-    def _named(self, table: dict, rid: int, name: str, what: str):
+    def _named(self, table: dict[tuple[int, str], _T], rid: int, name: str, what: str) -> _T:
         try:
             return table[(rid, name)]
         except KeyError:
@@ -281,11 +289,13 @@ class _Builder:
 
     # ------------------------------------------------------------------ reactions
 
-    def _reactions(self):
+    def _reactions(self) -> tuple[list[Reaction | None], list[int], list[Reaction]]:
         by_id = {r.id: r for r in self.g.reactions}
         order = sorted(by_id.values(), key=lambda r: (r.rank, r.id))
-        reactions, startup, shutdown = [], [], []
-        triggers: dict = {}  # trigger object -> set of ranks
+        reactions: list[Reaction | None] = []
+        startup: list[int] = []
+        shutdown: list[Reaction] = []
+        triggers: dict[Port | Action | Timer, set[int]] = {}  # trigger -> ranks
         for rank, rx in enumerate(order):
             if not self._owns(rx.reactor):
                 reactions.append(None)
@@ -360,9 +370,9 @@ class _Builder:
         trig: spec.Ref,
         r: Reaction,
         rx: spec.ReactionSpec,
-        triggers: dict,
-        startup: list,
-        shutdown: list,
+        triggers: dict[Port | Action | Timer, set[int]],
+        startup: list[int],
+        shutdown: list[Reaction],
     ) -> None:
         inst = self.instances[rx.reactor]
         if isinstance(trig, spec.BuiltinTrigger):
@@ -385,7 +395,9 @@ class _Builder:
             raise GraphError(f"a mode cannot trigger a reaction ({inst.name}: {trig})")
 
 
-def _shell(cls, name: str, bank_index: int, params: dict):
+def _shell(
+    cls: type[ReactorBase], name: str, bank_index: int, params: dict[str, Any]
+) -> ReactorBase:
     """An instance of ``cls`` with its parameters but no state (a container of this worker's
     reactors that runs elsewhere): ``ReactorBase.__init__`` without ``_lf_init_state``."""
     obj = cls.__new__(cls)
@@ -396,7 +408,7 @@ def _shell(cls, name: str, bank_index: int, params: dict):
     return obj
 
 
-def _chain(mode):
+def _chain(mode: Mode | None) -> Iterator[Mode]:
     """``mode`` and its enclosing modes, innermost first."""
     while mode is not None:
         yield mode

@@ -22,7 +22,7 @@ class Clock:
 
     now = staticmethod(time_ns)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._wake = threading.Event()
 
     def wait_until(self, t: int) -> bool:

@@ -8,7 +8,28 @@ to a stand-in that forwards to the calling worker thread's scheduler.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from .log import Log
+from .reaction import Reaction
+
+
+class RunningScheduler(Protocol):
+    """What the API functions read from the running scheduler (times in ns)."""
+
+    @property
+    def time(self) -> int: ...
+
+    @property
+    def micro(self) -> int: ...
+
+    @property
+    def start_time(self) -> int: ...
+
+    @property
+    def current(self) -> Reaction | None: ...
+
+    def request_stop(self) -> None: ...
 
 
 class Idle:
@@ -28,8 +49,8 @@ class Context:
 
     __slots__ = ("sched", "source_directory", "package_directory", "log", "trace_handles")
 
-    def __init__(self):
-        self.sched = Idle()
+    def __init__(self) -> None:
+        self.sched: RunningScheduler = Idle()
         self.source_directory = ""
         self.package_directory = ""
         self.log = Log("info")

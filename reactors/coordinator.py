@@ -20,10 +20,13 @@ worker notices at its next wait or before its next reaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from time import time_ns
+from typing import TextIO
 
 from .engine import TagEngine, TagPair, Timing
 from .log import Log
+from .output import OutputPort
 from .sync import (
     ABORT,
     CODE,
@@ -51,10 +54,15 @@ from .sync import (
     STOP_T,
     W_FAILED,
     W_READY,
+    Control,
     ring_if_sleeping,
     wait,
 )
-from .worker import Aborted
+from .transport import Bell, ChannelReader, Idle, Waker
+from .worker import Aborted, WorkerScheduler
+
+#: Every worker's stdout channel: the pseudo port and its reader, in worker order.
+Outputs = Sequence[tuple[OutputPort, ChannelReader]]
 
 
 class WorkerFailed(Exception):
@@ -67,7 +75,7 @@ class WorkerFailed(Exception):
         self.status = status
 
 
-def failure(ctl):
+def failure(ctl: Control) -> WorkerFailed | None:
     """``WorkerFailed`` for the lowest-numbered worker that reported a failure, or None."""
     cells = ctl.cells
     for w in range(ctl.workers):
@@ -77,14 +85,14 @@ def failure(ctl):
     return None
 
 
-def write_output(ctl, outputs, seq: int, stream) -> None:
+def write_output(ctl: Control, outputs: Outputs, seq: int, stream: TextIO) -> None:
     """Print on ``stream`` what the workers printed during tag ``seq`` (those that sent it),
     in rank order, which is the order of one worker (a stable sort keeps each reaction's own
     order); record it in ``PRINTED``. ``outputs[w]`` is ``(OutputPort, reader)``."""
     cells = ctl.cells
     if cells[PRINTED] >= seq:
         return
-    chunks = []
+    chunks: list[tuple[int, str]] = []
     for port, reader in outputs:
         if cells[reader.state_cell] == 2 * seq + 1:  # that worker sent text of tag seq
             port._p = False
@@ -97,7 +105,7 @@ def write_output(ctl, outputs, seq: int, stream) -> None:
     cells[PRINTED] = seq
 
 
-def _rank(chunk) -> int:
+def _rank(chunk: tuple[int, str]) -> int:
     return chunk[0]
 
 
@@ -110,11 +118,11 @@ class Coordinator:
 
     def __init__(
         self,
-        ctl,
-        bells,
-        supervisor,
-        outputs,
-        stream,
+        ctl: Control,
+        bells: Sequence[Bell],
+        supervisor: Waker,
+        outputs: Outputs,
+        stream: TextIO,
         *,
         fast: bool = False,
         keepalive: bool = False,
@@ -122,7 +130,7 @@ class Coordinator:
         start_multiple: int = 0,
         log: Log,
         spin_ns: int = 0,
-        idle=None,
+        idle: Idle | None = None,
     ):
         self.ctl = ctl
         self.cells = ctl.cells
@@ -136,13 +144,13 @@ class Coordinator:
         self.engine = TagEngine(Timing(bool(fast), bool(keepalive), timeout, start_multiple), log)
         self.spin_ns = spin_ns
         self.idle = idle
-        self.worker = None
+        self.worker: WorkerScheduler = None  # type: ignore[assignment]  # set by start()
         self.revs = [0] * self.n
         self.seq = 0
 
     # ------------------------------------------------------------------ the run
 
-    def start(self, worker) -> None:
+    def start(self, worker: WorkerScheduler) -> None:
         """Wait until every worker is ready, choose the start time and publish tag 0."""
         self.worker = worker
         cells = self.cells
@@ -227,7 +235,7 @@ class Coordinator:
 
     # ------------------------------------------------------------------ waiting
 
-    def _wait(self, cond) -> None:
+    def _wait(self, cond: Callable[[], bool]) -> None:
         wait(cond, self.cells, COORD_SLEEP, self.bell, self.spin_ns, self.idle)
 
     def _sleep_through(self, t: int) -> None:

@@ -13,8 +13,15 @@ import linecache
 import os
 import sys
 import traceback
+from collections.abc import Iterable
+from types import TracebackType
+
+from .log import Log
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+
+#: A source position ``(file, line)``; the line is None where Python has none.
+Position = tuple[str, int | None]
 
 
 class LaunchError(Exception):
@@ -53,14 +60,15 @@ class SourceMap:
     ``line_map`` (entries ``[first, last, lf_file, lf_first]``: module lines first..last are
     lf_file lines lf_first..)."""
 
-    def __init__(self, module_file, line_map):
+    def __init__(self, module_file: str | None, line_map: Iterable[tuple[int, int, str, int]]):
         self.module_file = _norm(module_file) if module_file else None
         self.ranges = sorted((int(a), int(b), f, int(c)) for a, b, f, c in line_map)
         self._starts = [r[0] for r in self.ranges]
 
-    def translate(self, filename: str, lineno: int):
-        """``(filename, lineno)`` in .lf terms, or unchanged when not in the map."""
-        if self.module_file is None or _norm(filename) != self.module_file:
+    def translate(self, filename: str, lineno: int | None) -> Position:
+        """``(filename, lineno)`` in .lf terms, or unchanged when not in the map (or when
+        there is no line number)."""
+        if lineno is None or self.module_file is None or _norm(filename) != self.module_file:
             return filename, lineno
         i = bisect.bisect_right(self._starts, lineno) - 1
         if i >= 0:
@@ -78,29 +86,38 @@ def _norm(path: str) -> str:
     return os.path.normcase(os.path.realpath(path))
 
 
-def _user_stack(tb, smap: SourceMap):
+def _user_stack(
+    tb: TracebackType | None, smap: SourceMap
+) -> tuple[traceback.StackSummary, Position | None]:
     """Frames of ``tb`` outside the runtime, translated to .lf lines; and the innermost
     location inside the generated module (or None)."""
-    frames, where = [], None
+    frames: list[traceback.FrameSummary] = []
+    where: Position | None = None
+    text: str | None
     for fs in traceback.extract_tb(tb):
         if os.path.dirname(os.path.abspath(fs.filename)) == _RUNTIME_DIR:
             continue
         fname, line = smap.translate(fs.filename, fs.lineno)
         if smap.is_generated(fs.filename):
             where = (fname, line)
-        text = linecache.getline(fname, line).strip() if fname != fs.filename else fs.line
+        if line is not None and fname != fs.filename:  # translated to a .lf line
+            text = linecache.getline(fname, line).strip()
+        else:
+            text = fs.line
         frames.append(traceback.FrameSummary(fname, line, fs.name, line=text or None))
     return traceback.StackSummary.from_list(frames), where
 
 
-def format_exception(exc: BaseException, smap: SourceMap):
+def format_exception(exc: BaseException, smap: SourceMap) -> tuple[str, Position | None]:
     """The user-facing traceback text of ``exc`` (chained exceptions included) and the
     innermost .lf location ``(file, line)`` inside the generated module, or None."""
     te = traceback.TracebackException.from_exception(exc)
-    where = None
-    seen = set()
-    cur, cur_exc = te, exc
+    where: Position | None = None
+    seen: set[int] = set()
+    cur: traceback.TracebackException | None = te
+    cur_exc: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
+        assert cur_exc is not None  # the TracebackException chain mirrors the exception's
         seen.add(id(cur))
         cur.stack, w = _user_stack(cur_exc.__traceback__, smap)
         where = where or w
@@ -124,7 +141,13 @@ def exit_status(exc: BaseException) -> int:
     return 1
 
 
-def report(exc: BaseException, what: str, smap: SourceMap, fallback=None, log=None) -> int:
+def report(
+    exc: BaseException,
+    what: str,
+    smap: SourceMap,
+    fallback: Position | None = None,
+    log: Log | None = None,
+) -> int:
     """Print the failure of ``what`` (e.g. ``reaction 1 of Main.c``) to stderr and return the
     exit status. ``fallback`` is the (.lf file, line) to name when no frame of the generated
     module is in the traceback."""
@@ -157,5 +180,5 @@ def _has_user_frames(exc: BaseException) -> bool:
     )
 
 
-def _where(loc) -> str:
+def _where(loc: Position | None) -> str:
     return f" at {loc[0]}:{loc[1]}" if loc and loc[0] else ""

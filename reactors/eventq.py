@@ -18,8 +18,12 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 from itertools import count
+from typing import Any
 
 TIME, MICRO, SEQ, TARGET, VALUE = range(5)
+
+#: An event ``[time, microstep, seq, target, value]`` (see the module docstring).
+Event = list[Any]
 
 
 class EventQueue:
@@ -28,17 +32,17 @@ class EventQueue:
     __slots__ = ("heap", "next_seq", "inbox")
 
     def __init__(self) -> None:
-        self.heap: list[list] = []
+        self.heap: list[Event] = []
         self.next_seq = count().__next__
         self.inbox: deque[tuple] = deque()
 
-    def push(self, time: int, micro: int, target: object, value: object = None) -> list:
+    def push(self, time: int, micro: int, target: object, value: object = None) -> Event:
         """Insert an event at tag ``(time, micro)`` (ns, microstep) and return it."""
         e = [time, micro, self.next_seq(), target, value]
         heappush(self.heap, e)
         return e
 
-    def peek(self) -> list | None:
+    def peek(self) -> Event | None:
         """The earliest live event, or None; dead (cancelled) events at the top are dropped."""
         heap = self.heap
         while heap and heap[0][TARGET] is None:
@@ -54,10 +58,10 @@ class EventQueue:
             if e[TARGET] is not None:
                 e[TARGET]._fire(e)
 
-    def remove_if(self, pred: Callable[[object], bool]) -> list:
+    def remove_if(self, pred: Callable[[Any], bool]) -> list[Event]:
         """Remove and return (in tag order) the live events whose target satisfies ``pred``."""
-        keep: list[list] = []
-        out: list[list] = []
+        keep: list[Event] = []
+        out: list[Event] = []
         for e in self.heap:
             if e[TARGET] is not None:
                 (out if pred(e[TARGET]) else keep).append(e)
@@ -66,6 +70,6 @@ class EventQueue:
         out.sort()
         return out
 
-    def live(self) -> list:
+    def live(self) -> list[Event]:
         """All live events, in tag order (for end-of-run reporting)."""
         return sorted(e for e in self.heap if e[TARGET] is not None)

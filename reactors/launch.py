@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .build import build
 from .clock import Clock
@@ -23,6 +24,12 @@ from .program import MainParameter, Program
 from .scheduler import Scheduler
 from .target import DEFAULTS, TargetSettings
 from .units import parse_duration
+
+if TYPE_CHECKING:
+    from .trace import Timeline, _Recording
+
+#: A one-worker run's recorders, the digest's and the timing trace (None: not asked for).
+Records = tuple["_Recording | None", "Timeline | None"]
 
 USAGE = """\
 usage: {prog} [options]
@@ -141,17 +148,17 @@ def _duration(args: list, opt: str) -> int:
     return value
 
 
-def _program_args(argv):
+def _program_args(argv: Sequence[str] | None) -> list[str]:
     if argv is None:
         return list(sys.argv[1:])
-    argv = list(argv)
-    first = argv[0] if argv else "-"
+    args = list(argv)
+    first = args[0] if args else "-"
     if not first.startswith("-") and (first.endswith(".py") or os.path.exists(first)):
-        return argv[1:]  # argv[0] is the program (sys.argv style)
-    return argv
+        return args[1:]  # args[0] is the program (sys.argv style)
+    return args
 
 
-def main(module, graph_path: str, argv=None) -> int:
+def main(module: ModuleType | str, graph_path: str, argv: Sequence[str] | None = None) -> int:
     """Run the program described by ``graph_path`` with the classes of ``module``.
 
     ``module`` is the generated module (or its import name); ``argv`` the command line,
@@ -231,7 +238,7 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     return 0
 
 
-def _recorders(sched, opts):
+def _recorders(sched: Scheduler, opts: Options) -> Records:
     """Attach the digest recorder and the timing trace to a one-worker run, if asked."""
     if not (opts.digest or opts.trace_file):
         return None, None
@@ -245,15 +252,15 @@ def _recorders(sched, opts):
     return digest, timeline
 
 
-def _write_records(records, opts) -> None:
+def _write_records(records: Records, opts: Options) -> None:
     digest, timeline = records
     if digest is None and timeline is None:
         return
     from .trace import merge, write_timeline
 
-    if digest is not None:
+    if digest is not None and opts.digest:
         digest.final()
         digest.digest.write(opts.digest + ".w0")
         merge([opts.digest + ".w0"], opts.digest)
-    if timeline is not None:
+    if timeline is not None and opts.trace_file:
         write_timeline(timeline.json_events(), opts.trace_file)

@@ -10,6 +10,43 @@ all reactions of a tag ran.
 from __future__ import annotations
 
 from heapq import heappush
+from typing import Any, Protocol
+
+from .eventq import Event, EventQueue
+
+
+class EventTarget(Protocol):
+    """A target of queued events that a mode suspends and resumes (an action or a timer)."""
+
+    def _resume(self, time: int, micro: int, value: Any, /) -> None: ...
+
+    def _forget(self, e: Event, /) -> None: ...
+
+
+class ModeTimer(EventTarget, Protocol):
+    """A timer as its enclosing mode sees it: ``offset`` (ns) and ``start(time, micro)``."""
+
+    offset: int
+
+    def start(self, time: int, micro: int, /) -> None: ...
+
+
+class TransitionHost(Protocol):
+    """What modes need from the scheduler that runs them: its reaction queue ``rq`` (a heap
+    of ranks), the transitions requested in the current tag, its event queue and the tag."""
+
+    rq: list[int]
+    transitions: list[ModalState]
+    queue: EventQueue
+
+    @property
+    def time(self) -> int: ...
+
+    @property
+    def micro(self) -> int: ...
+
+    @property
+    def start_time(self) -> int: ...
 
 
 class Mode:
@@ -36,29 +73,29 @@ class Mode:
         "nested",
     )
 
-    def __init__(self, name: str, state: ModalState, enclosing):
+    def __init__(self, name: str, state: ModalState, enclosing: Mode | None):
         self.name = name
         self.state = state
         self.enclosing = enclosing
         self.active = False
         self.ever_active = False
         self.leave_time = 0
-        self.suspended = []
-        self.startup = []
-        self.reset = []
-        self.timers = []
-        self.nested = []  # modes whose enclosing chain passes through this one
+        self.suspended: list[tuple[EventTarget, int, int, Any]] = []
+        self.startup: list[int] = []
+        self.reset: list[int] = []
+        self.timers: list[ModeTimer] = []
+        self.nested: list[Mode] = []  # modes whose enclosing chain passes through this one
 
     def within(self, other: Mode) -> bool:
         """True iff ``other`` is this mode or one of its enclosing modes."""
-        m = self
+        m: Mode | None = self
         while m is not None:
             if m is other:
                 return True
             m = m.enclosing
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<mode {self.state.name}.{self.name}{' active' if self.active else ''}>"
 
 
@@ -77,16 +114,17 @@ class ModalState:
         "nested_instances",
     )
 
-    def __init__(self, name: str, instance, order: int):
+    def __init__(self, name: str, instance: Any, order: int):
         self.name = name
         self.instance = instance
-        self.modes = {}
-        self.initial = None
-        self.current = None
-        self.request = None
-        self.kind = None
+        self.modes: dict[str, Mode] = {}
+        self.initial: Mode | None = None
+        self.current: Mode | None = None
+        self.request: Mode | None = None
+        self.kind: str | None = None
         self.order = order
-        self.nested_instances = {}  # mode name -> instances nested (transitively) inside it
+        # mode name -> instances nested (transitively) inside it
+        self.nested_instances: dict[str, list[Any]] = {}
 
 
 class ModeCapsule:
@@ -104,7 +142,7 @@ class ModeCapsule:
         self._state = state
         self._mode = mode
         self._kind = kind
-        self._sched = None
+        self._sched: TransitionHost = None  # type: ignore[assignment]  # set when a scheduler attaches the program
 
     def set(self) -> None:
         """Request the transition to this mode at the end of the current tag."""
@@ -114,7 +152,7 @@ class ModeCapsule:
         st.request = self._mode
         st.kind = self._kind
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<mode capsule {self._kind}({self._mode.name})>"
 
 
@@ -124,10 +162,10 @@ class _Entry:
     __slots__ = ("_rq",)
     mode = None
 
-    def __init__(self, rq):
+    def __init__(self, rq: list[int]):
         self._rq = rq
 
-    def _fire(self, e) -> None:
+    def _fire(self, e: Event) -> None:
         for rank in e[4]:
             heappush(self._rq, rank)
 
@@ -135,12 +173,12 @@ class _Entry:
 class ModeSystem:
     """All modal reactor instances of a program, in instance order (parents first)."""
 
-    def __init__(self, states: list, modes: list):
+    def __init__(self, states: list[ModalState], modes: list[Mode]):
         self.states = states
         self.modes = modes
-        self._entry = None
+        self._entry: _Entry | None = None
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self.modes)
 
     def refresh(self) -> None:
@@ -148,14 +186,14 @@ class ModeSystem:
         for m in self.modes:
             m.active = m.state.current is m and (m.enclosing is None or m.enclosing.active)
 
-    def begin(self, sched) -> list:
+    def begin(self, sched: TransitionHost) -> list[int]:
         """Initial modes at start: mark them, suspend timers of inactive modes, and return
         the ranks of startup reactions of active modes."""
         self._entry = _Entry(sched.rq)
         for st in self.states:
             st.current = st.initial
         self.refresh()
-        ranks = []
+        ranks: list[int] = []
         for m in self.modes:
             if m.active:
                 m.ever_active = True
@@ -165,20 +203,21 @@ class ModeSystem:
                 m.suspended = [(t, sched.start_time + t.offset, 0, None) for t in m.timers]
         return ranks
 
-    def apply(self, sched) -> None:
+    def apply(self, sched: TransitionHost) -> None:
         """Apply the transitions requested during the tag that just completed (spec §3.12)."""
         t, m = sched.time, sched.micro
         requests = sorted(sched.transitions, key=lambda st: st.order)
         sched.transitions.clear()
         before = [mode.active for mode in self.modes]
-        targets = []
+        targets: list[Mode] = []
         for st in requests:
             target, kind = st.request, st.kind
+            assert target is not None  # a state is in ``transitions`` only once it has a request
             st.request = None
             st.current = target
             if kind == "reset":
                 targets.append(target)
-        reset = set()
+        reset: set[Mode] = set()
         for target in targets:  # after all requests: a hierarchical reset wins over nested ones
             reset.add(target)
             reset.update(target.nested)
@@ -187,7 +226,7 @@ class ModeSystem:
         for mode, was in zip(self.modes, before):
             if was and (not mode.active or mode in reset):
                 self._suspend(sched, mode, t)
-        ranks = []
+        ranks: list[int] = []
         for mode, was in zip(self.modes, before):
             if mode in reset:
                 ranks += self._reset_events(sched, mode, t, m)
@@ -199,14 +238,14 @@ class ModeSystem:
         if ranks:
             sched.queue.push(t, m + 1, self._entry, tuple(ranks))
 
-    def _suspend(self, sched, mode: Mode, t: int) -> None:
+    def _suspend(self, sched: TransitionHost, mode: Mode, t: int) -> None:
         mode.leave_time = t
         for e in sched.queue.remove_if(lambda tgt: tgt.mode is mode):
             tgt = e[3]
             tgt._forget(e)
             mode.suspended.append((tgt, e[0], e[1], e[4]))
 
-    def _reset_events(self, sched, mode: Mode, t: int, m: int) -> list:
+    def _reset_events(self, sched: TransitionHost, mode: Mode, t: int, m: int) -> list[int]:
         """Discard suspended events; restart timers (if the mode is now active) or park them
         as if never started. Returns the ranks of reset reactions to run."""
         mode.suspended = []
@@ -218,7 +257,7 @@ class ModeSystem:
             tm.start(t, m + 1)
         return list(mode.reset)
 
-    def _resume(self, sched, mode: Mode, t: int, m: int) -> None:
+    def _resume(self, sched: TransitionHost, mode: Mode, t: int, m: int) -> None:
         """History entry: re-queue suspended events with their remaining delay."""
         events, mode.suspended = mode.suspended, []
         for tgt, et, _em, value in events:

@@ -9,7 +9,7 @@ an :class:`OutputPort`, and the coordinator prints every worker's chunks in rank
 from __future__ import annotations
 
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 from .plan import Plan
 from .transport import ChannelReader, Channels
@@ -54,7 +54,7 @@ class Captured:
             self.real.write(text)
         self.real.flush()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
 
@@ -65,7 +65,7 @@ class OutputPort:
     _name = "stdout"
 
     def __init__(self) -> None:
-        self._v = None
+        self._v: Any = None  # what the channel reader received: a list of chunks
         self._p = False
 
     def trigger(self) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .program import Program, ReactorInstance
+from .program import ChannelKey, Program, ReactorInstance
 from .topology import access, roots
 
 
@@ -64,7 +64,7 @@ def groups(program: Program) -> list[int]:
     root = roots(program)
     for inst in reactors:
         if inst.synthetic:
-            for r in acc.writes.get(root.get((inst.id, "inp", 0)), ()):
+            for r in acc.writes.get(root.get(ChannelKey(inst.id, "inp", 0)), ()):
                 u.join(inst.id, acc.reactor[r])
     return [u.find(i) for i in range(len(reactors))]
 

@@ -11,13 +11,15 @@ directly and then calls :meth:`Port.trigger`.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable, Iterator
 from heapq import heappush
 from operator import attrgetter
+from typing import Any, NoReturn
 
 PLAIN_WIDTH = -2  # ``width`` of a port that is not a multiport (spec §2.3)
 
 
-def _unwired(_obj):
+def _unwired(_obj: object) -> None:
     """Placeholder presence recorder for ports not yet attached to a scheduler."""
 
 
@@ -35,6 +37,13 @@ class Port:
     is_present = property(attrgetter("_p"), doc="True iff set at the current tag.")
     width = PLAIN_WIDTH
 
+    _v: Any
+    _p: bool
+    _triggers: tuple[int, ...]
+    _rq: list[int]
+    _mark: Callable[[Any], None]
+    _name: str
+
     def __init__(self, name: str = "?"):
         self._v = None
         self._p = False
@@ -43,7 +52,7 @@ class Port:
         self._mark = _unwired
         self._name = name
 
-    def set(self, value) -> None:
+    def set(self, value: Any) -> None:
         """Set the value and mark the port present at the current tag (spec §2.3).
 
         Setting again in the same tag overwrites the value; readers share the object.
@@ -63,7 +72,7 @@ class Port:
             for rank in self._triggers:
                 heappush(self._rq, rank)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<port {self._name} value={self._v!r} present={self._p}>"
 
 
@@ -78,24 +87,24 @@ class Multiport:
     value = None
     is_present = False
 
-    def __init__(self, channels, name: str = "?"):
+    def __init__(self, channels: Iterable[Any], name: str = "?"):
         self._channels = tuple(channels)
         self.width = len(self._channels)
         self._name = name
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.width
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Any:
         return self._channels[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._channels)
 
-    def __setitem__(self, i, v):
+    def __setitem__(self, i: int, v: Any) -> NoReturn:
         raise TypeError("multiport channels cannot be assigned; use the .set method: p[i].set(v)")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<multiport {self._name}[{self.width}]>"
 
 
@@ -116,7 +125,7 @@ class MutableInput:
         self._copy = None
 
     @property
-    def value(self):
+    def value(self) -> Any:
         """The private deep copy of the input's value."""
         if not self._copied:
             self._copy = copy.deepcopy(self._src._v)
@@ -124,11 +133,11 @@ class MutableInput:
         return self._copy
 
     @value.setter
-    def value(self, v):
+    def value(self, v: Any) -> None:
         self._copy = v
         self._copied = True
 
-    def set(self, v) -> None:
+    def set(self, v: Any) -> None:
         """Replace the private copy (the upstream port is not affected)."""
         self.value = v
 
@@ -144,7 +153,7 @@ class MutableMultiport(Multiport):
     __slots__ = ()
 
 
-def mutable_view(capsule):
+def mutable_view(capsule: Port | Multiport) -> MutableInput | MutableMultiport:
     """A fresh per-invocation mutable view of a :class:`Port` or :class:`Multiport`."""
     if isinstance(capsule, Multiport):
         return MutableMultiport([MutableInput(c) for c in capsule._channels], capsule._name)

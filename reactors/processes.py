@@ -109,7 +109,9 @@ class ProcessTransport:
         n = plan.workers
         self.prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
         self.segment = Segment(self.prefix + "ctl", True, Control.size(n, plan.channels))
-        self.control = Control(self.segment.buf, n, plan.channels)
+        buf = self.segment.buf
+        assert buf is not None  # an open segment has its buffer
+        self.control = Control(buf, n, plan.channels)
         self.control.init()
         self.fds = [FdBell.new() for _ in range(n + 1)]  # one per worker, then the supervisor's
         self.procs: list[BaseProcess] = []
@@ -253,6 +255,7 @@ def _child(spec: _Spec) -> None:
         seg = Segment(spec.prefix + "ctl")
     except FileNotFoundError:  # the run already ended
         sys.exit(1)
+    assert seg.buf is not None  # an open segment has its buffer
     ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels)
     bells = [FdBell(f) for f in spec.fds]
     log = Log(spec.logging)

@@ -86,7 +86,7 @@ class ChannelKey(NamedTuple):
 
     reactor: int
     port: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index; graph.json names it so
 
 
 class PortKey(NamedTuple):

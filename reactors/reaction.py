@@ -8,7 +8,28 @@ check first (a deadline, an enclosing mode, mutable inputs) gets ``(reaction.inv
 
 from __future__ import annotations
 
-from .port import mutable_view
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from .clock import Clock
+from .mode import Mode
+from .port import Port, mutable_view
+
+#: A dispatch entry: a callable and the argument tuple to call it with.
+Entry = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class ReactionHost(Protocol):
+    """What a reaction with checks needs from the scheduler that runs it: the clock, the
+    current tag's time (ns), whether shutdown reactions are running, and the running reaction
+    that has a deadline (for ``check_deadline``)."""
+
+    clock: Clock
+    stopping: bool
+    current: Reaction | None
+
+    @property
+    def time(self) -> int: ...
 
 
 def reaction_number(index: int) -> int:
@@ -27,7 +48,7 @@ def reaction_index(number: int) -> int:
     return number - 1
 
 
-def forward(src, dst):
+def forward(src: Sequence[Port], dst: Sequence[Port]) -> Callable[..., None]:
     """The body of a mode-local connection reaction (``_lf_forward``, PROGRAM.md).
 
     ``src`` and ``dst`` are equal-length sequences of channel :class:`Port` objects; each
@@ -35,7 +56,7 @@ def forward(src, dst):
     """
     pairs = tuple(zip(src, dst))
 
-    def _lf_forward(*_args):
+    def _lf_forward(*_args: object) -> None:
         for s, d in pairs:
             if s._p:
                 d.set(s._v)
@@ -75,18 +96,18 @@ class Reaction:
     def __init__(
         self,
         *,
-        index,
-        name,
-        owner,
-        body,
-        args,
-        handler=None,
-        deadline=None,
-        mode=None,
-        mutable=(),
-        is_shutdown=False,
-        file="",
-        line=0,
+        index: int,
+        name: str | None,
+        owner: str,
+        body: Callable[..., Any],
+        args: Iterable[Any],
+        handler: Callable[..., Any] | None = None,
+        deadline: int | None = None,
+        mode: Mode | None = None,
+        mutable: Iterable[int] = (),
+        is_shutdown: bool = False,
+        file: str = "",
+        line: int = 0,
     ):
         self.rank = -1
         self.index = index
@@ -101,15 +122,15 @@ class Reaction:
         self.is_shutdown = is_shutdown
         self.file = file
         self.line = line
-        self.cur_args = self.args
-        self._sched = None
+        self.cur_args: Sequence[Any] = self.args
+        self._sched: ReactionHost = None  # type: ignore[assignment]  # set when a scheduler attaches the program
 
     @property
     def is_plain(self) -> bool:
         """True when the body can be called directly with the static argument tuple."""
         return self.deadline is None and self.mode is None and not self.mutable
 
-    def entry(self):
+    def entry(self) -> Entry:
         """The dispatch entry ``(callable, args)`` for the scheduler's table."""
         if not self.is_plain:
             return self.invoke, ()
@@ -134,7 +155,7 @@ class Reaction:
         if mode is not None and not mode.active:
             if not (self.is_shutdown and s.stopping and mode.ever_active):
                 return
-        args = self.args
+        args: tuple[Any, ...] | list[Any] = self.args
         if self.mutable:
             args = list(args)
             for i in self.mutable:
@@ -148,7 +169,7 @@ class Reaction:
         s.current = self
         try:
             if d == 0 or s.clock.now() > s.time + d:
-                self.handler(*args)
+                self.handler(*args)  # type: ignore[misc]  # build gives every deadline a handler
             else:
                 self.body(*args)
         finally:
@@ -162,8 +183,8 @@ class Reaction:
         if d is None or not s.clock.now() > s.time + d:
             return False
         if invoke_handler:
-            self.handler(*self.cur_args)
+            self.handler(*self.cur_args)  # type: ignore[misc]  # build gives every deadline a handler
         return True
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{self.describe()} rank={self.rank}>"

@@ -7,23 +7,25 @@ Attributes whose names start with ``_lf_`` are reserved for the runtime and gene
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Any
 
 from .context import CTX
+from .reaction import Reaction
 
 
 class Make:
     """A plain attribute bag: ``Make(out=port)``; used for contained-reactor capsules
     (``c.out``) and available to user code (spec §2.1)."""
 
-    def __init__(self, **attrs):
+    def __init__(self, **attrs: Any):
         self.__dict__.update(attrs)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
         return f"Make({inner})"
 
 
-def _running_reaction():
+def _running_reaction() -> Reaction | None:
     return CTX.sched.current
 
 
@@ -38,7 +40,7 @@ class ReactorBase:
 
     bank_index = property(attrgetter("_bank_index"), doc="Index in the bank (0 if not a bank).")
 
-    def __init__(self, name: str, bank_index: int, params: dict):
+    def __init__(self, name: str, bank_index: int, params: dict[str, Any]):
         self._lf_name = name
         self._bank_index = bank_index
         for key, value in params.items():
@@ -65,7 +67,7 @@ class ReactorBase:
     def _lf_init_state(self) -> None:
         """Initialise state variables (generated classes override this)."""
 
-    def _lf_reset_state(self, mode) -> None:
+    def _lf_reset_state(self, mode: str | None) -> None:
         """Re-initialise ``reset state`` variables of ``mode`` (None: all); generated code
         overrides this (spec §3.12)."""
 
@@ -76,7 +78,7 @@ class ReactorBase:
         r = _running_reaction()
         return False if r is None else r.check_deadline(bool(invoke_deadline_handler))
 
-    def update_deadline(self, t) -> None:
+    def update_deadline(self, t: float) -> None:
         """Set the deadline (ns, int or float, >= 0) of the currently executing reaction, for
         this and later invocations. ValueError if negative; no effect outside a reaction
         that has a deadline."""

@@ -24,6 +24,7 @@ from .context import CTX
 from .engine import TagEngine, TagPair, Timing
 from .eventq import EventQueue
 from .log import Log
+from .reaction import Reaction
 
 if TYPE_CHECKING:
     from .build import Program
@@ -68,9 +69,9 @@ class Scheduler:
         self.transitions: list = []
         self.table: list = [None if r is None else r.entry() for r in program.reactions]
         self.modes = program.modes
-        self.current = None  # the running reaction that has a deadline, if any
+        self.current: Reaction | None = None  # the running reaction that has a deadline, if any
         self.stopping = False  # at the stop tag (shutdown reactions are running)
-        self.failed = None
+        self.failed: Reaction | None = None
         self._thread: int | None = None
         self._attach()
 

@@ -30,9 +30,25 @@ import os
 import pickle
 import sys
 from array import array
+from collections.abc import Iterable
 from multiprocessing import resource_tracker, shared_memory
+from typing import TYPE_CHECKING, Any
 
-from .sync import C_GEN, C_HELD, C_KIND, C_META, C_NBYTES, C_SLOT, C_STATE, INLINE_CELLS
+from .port import Port
+from .sync import (
+    C_GEN,
+    C_HELD,
+    C_KIND,
+    C_META,
+    C_NBYTES,
+    C_SLOT,
+    C_STATE,
+    INLINE_CELLS,
+    Control,
+)
+
+if TYPE_CHECKING:  # not ``as np``: a module-level ``np`` import changes how CPython compiles
+    import numpy  # the ``np.f(...)`` calls of the functions below
 
 K_NONE, K_ARRAY, K_TENSOR, K_PICKLE, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_SMALL = range(9)
 _INLINE_BYTES = 8 * INLINE_CELLS
@@ -49,23 +65,23 @@ class Segment(shared_memory.SharedMemory):
 
     def __init__(self, name: str, create: bool = False, size: int = 0):
         reg, unreg = resource_tracker.register, resource_tracker.unregister
-        resource_tracker.register = resource_tracker.unregister = _ignore
+        resource_tracker.register = resource_tracker.unregister = _ignore  # type: ignore[assignment]  # patched for the call, restored below
         try:
             super().__init__(name, create, size)
         finally:
             resource_tracker.register, resource_tracker.unregister = reg, unreg
 
     def unlink(self) -> None:
-        unlink(self._name.lstrip("/"))
+        unlink(self._name.lstrip("/"))  # type: ignore[attr-defined]  # SharedMemory's OS-level name
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except (OSError, BufferError):
             pass
 
 
-def _ignore(*_args) -> None:
+def _ignore(*_args: object) -> None:
     """Stands in for the resource tracker's register/unregister."""
 
 
@@ -91,23 +107,23 @@ def unlink_prefix(prefix: str) -> int:
     return n
 
 
-def _tensor_type():
+def _tensor_type() -> type[Any] | None:
     """torch.Tensor if torch is imported (a value can only be a tensor then), else None."""
     return getattr(sys.modules.get("torch"), "Tensor", None)
 
 
-def _array_meta(a) -> bytes:
+def _array_meta(a: numpy.ndarray) -> bytes:
     return f"{a.dtype.str};{','.join(map(str, a.shape))}".encode()  # "<f4;210,160,3"
 
 
-def _parse_meta(meta: bytes):
+def _parse_meta(meta: bytes) -> tuple[numpy.dtype, tuple[int, ...]]:
     import numpy as np
 
     dt, _, shape = meta.decode().partition(";")
     return np.dtype(dt), tuple(int(x) for x in shape.split(",") if x)
 
 
-def _plain_array(v) -> bool:
+def _plain_array(v: Any) -> bool:
     ndarray = getattr(sys.modules.get("numpy"), "ndarray", None)  # no numpy, no arrays
     return (
         ndarray is not None
@@ -121,14 +137,14 @@ class Writer:
     """The writing side of one crossing, in its writer worker. ``port`` is the local root
     :class:`reactors.port.Port`; :meth:`publish` runs once per tag."""
 
-    def __init__(self, ctl, index: int, readers, port, prefix: str):
+    def __init__(self, ctl: Control, index: int, readers: Iterable[int], port: Port, prefix: str):
         self.cells, self.floats, self.raw = ctl.cells, ctl.floats, ctl.raw
         self.base = base = ctl.channel_base(index)
         self.inline = ctl.inline_base(index)
         self.held_cells = [base + C_HELD + r for r in readers]
         self.port = port
         self.prefix = f"{prefix}c{index}"
-        self.slots = []  # [Segment, generation, capacity]
+        self.slots: list[list[Any]] = []  # [Segment, generation, capacity] per slot
 
     def publish(self, seq: int) -> None:
         """Store the port's value if present, then publish ``(seq, present)``. None, bools,
@@ -154,7 +170,7 @@ class Writer:
         else:
             c[b + C_STATE] = 2 * seq
 
-    def _store(self, v) -> None:
+    def _store(self, v: Any) -> None:
         tensor = _tensor_type()
         if _plain_array(v):
             kind, arr, meta = K_ARRAY, v, _array_meta(v)
@@ -179,8 +195,8 @@ class Writer:
             np.copyto(np.ndarray(arr.shape, arr.dtype, buffer=buf, offset=off), arr, casting="no")
         self._header(kind, slot, arr.nbytes, len(meta))
 
-    def _store_pickle(self, v) -> None:
-        bufs = []
+    def _store_pickle(self, v: Any) -> None:
+        bufs: list[pickle.PickleBuffer] = []
         try:
             main = pickle.dumps(v, protocol=5, buffer_callback=bufs.append)
         except Exception as e:
@@ -239,7 +255,7 @@ class Writer:
                     f"{self.port._name}: more than 63 values of this channel "
                     "are still referenced by readers"
                 )
-            self.slots.append(None)
+            self.slots.append([])  # filled below
         self.slots[i] = [Segment(f"{self.prefix}s{i}g{gen}", True, size), gen, size]
         return i
 
@@ -249,7 +265,7 @@ class Writer:
         self.slots = []
 
 
-def _numpy_able(t) -> bool:
+def _numpy_able(t: Any) -> bool:
     try:
         t.numpy()
     except (TypeError, RuntimeError):
@@ -261,7 +277,7 @@ class Reader:
     """The reading side of one crossing, in reader worker ``me``: :meth:`receive` fills the
     local root :class:`reactors.port.Port` for the current tag."""
 
-    def __init__(self, ctl, index: int, me: int, port, prefix: str):
+    def __init__(self, ctl: Control, index: int, me: int, port: Port, prefix: str):
         self.cells, self.floats, self.raw = ctl.cells, ctl.floats, ctl.raw
         self.base = base = ctl.channel_base(index)
         self.inline = ctl.inline_base(index)
@@ -269,8 +285,8 @@ class Reader:
         self.state_cell = base + C_STATE
         self.port = port
         self.prefix = f"{prefix}c{index}"
-        self.maps = {}  # slot -> (generation, Segment)
-        self.held = {}  # slot -> the array handed out from it
+        self.maps: dict[int, tuple[int, Segment]] = {}  # slot -> (generation, Segment)
+        self.held: dict[int, numpy.ndarray] = {}  # slot -> the array handed out from it
         self.copying = False
 
     def receive(self, seq: int) -> None:
@@ -282,6 +298,7 @@ class Reader:
         if self.held:
             self._release()
         kind = c[b + C_KIND]
+        value: Any
         if kind >= K_INT:
             if kind == K_INT:
                 value = c[self.inline]
@@ -300,11 +317,11 @@ class Reader:
         port._v = value
         port.trigger()
 
-    def _load(self, kind: int):
+    def _load(self, kind: int) -> Any:
         """A value from a slot segment: an array, a tensor or a large pickle."""
         c, b = self.cells, self.base
         slot = c[b + C_SLOT]
-        buf = self._map(slot, c[b + C_GEN]).buf
+        buf: memoryview = self._map(slot, c[b + C_GEN]).buf  # type: ignore[assignment]  # attached: not closed
         nbytes, meta = c[b + C_NBYTES], c[b + C_META]
         if kind == K_PICKLE:
             value = self._unpickle(buf, meta)
@@ -353,7 +370,7 @@ class Reader:
         return m[1]
 
     @staticmethod
-    def _unpickle(buf, meta: int):
+    def _unpickle(buf: memoryview, meta: int) -> Any:
         head = array("q")
         head.frombytes(bytes(buf[:meta]))
         n_main, n_bufs, sizes = head[0], head[1], head[2:]

@@ -21,7 +21,9 @@ from __future__ import annotations
 import os
 import select
 import threading
+from collections.abc import Callable, Iterable
 from time import perf_counter_ns
+from typing import Protocol
 
 # --- cell layout (int64 indices) -------------------------------------------------------------
 GO_SEQ, GO_T, GO_M, STOP_T, STOP_M, STATE, START_T, COORD_SLEEP, FAILS, PRINTED = range(10)
@@ -41,6 +43,27 @@ INLINE_CELLS = 32
 
 NONE_T = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
 
+Idle = Callable[[list[int]], None]
+"""Called by a waiter after every blocking slice with the ready file descriptors; may raise
+(:class:`reactors.transport.WorkerDied`, :class:`reactors.worker.Aborted`) to end the wait."""
+
+
+class Waker(Protocol):
+    """What rings a waiter's bell (from any worker, thread or the supervisor)."""
+
+    def ring(self) -> None:
+        """Wake the waiter (or make its next wait return at once)."""
+
+
+class Bell(Waker, Protocol):
+    """A kernel wake-up of one waiter (:func:`wait`): :class:`FdBell` or :class:`ThreadBell`."""
+
+    def clear(self) -> None:
+        """Forget earlier rings."""
+
+    def wait(self, timeout_s: float) -> list[int]:
+        """Block until rung or ``timeout_s`` seconds; the ready file descriptors."""
+
 
 class Control:
     """The int64 cell array shared by the coordinator and ``workers`` workers with ``channels``
@@ -48,7 +71,7 @@ class Control:
     ``cells`` is the int64 memoryview the hot paths index directly; ``floats`` views the same
     cells as float64 and ``raw`` as bytes (for values that travel inline)."""
 
-    def __init__(self, buf, workers: int, channels: int):
+    def __init__(self, buf: bytearray | memoryview, workers: int, channels: int):
         self.workers = workers
         self.channels = channels
         self.raw = memoryview(buf).cast("B")[: self.size(workers, channels)]
@@ -110,7 +133,7 @@ class FdBell:
     ``extra``: more file descriptors that end a wait when readable (e.g. process sentinels).
     """
 
-    def __init__(self, fd: int, extra=()):
+    def __init__(self, fd: int, extra: Iterable[int] = ()):
         self.fd = fd
         self.poll = select.poll()
         self.poll.register(fd, select.POLLIN)
@@ -131,7 +154,7 @@ class FdBell:
         except BlockingIOError:
             pass
 
-    def wait(self, timeout_s: float) -> list:
+    def wait(self, timeout_s: float) -> list[int]:
         """Block until rung, an extra fd is readable, or ``timeout_s``; the ready fds."""
         return [fd for fd, _ in self.poll.poll(timeout_s * 1000.0)]
 
@@ -139,7 +162,7 @@ class FdBell:
 class ThreadBell:
     """A wake-up for threads of one process."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.event = threading.Event()
 
     def ring(self) -> None:
@@ -148,12 +171,12 @@ class ThreadBell:
     def clear(self) -> None:
         self.event.clear()
 
-    def wait(self, timeout_s: float) -> list:
+    def wait(self, timeout_s: float) -> list[int]:
         self.event.wait(timeout_s)
         return []
 
 
-def ring_if_sleeping(cells, sleep_cell: int, bell) -> None:
+def ring_if_sleeping(cells: memoryview, sleep_cell: int, bell: Waker) -> None:
     """Wake the owner of ``bell`` if it announced (in ``cells[sleep_cell]``) that it sleeps."""
     if cells[sleep_cell]:
         bell.ring()
@@ -162,7 +185,14 @@ def ring_if_sleeping(cells, sleep_cell: int, bell) -> None:
 _SLICE_MIN_S, _SLICE_MAX_S = 0.001, 0.05
 
 
-def wait(cond, cells, sleep_cell: int, bell, spin_ns: int, idle=None) -> None:
+def wait(
+    cond: Callable[[], bool],
+    cells: memoryview,
+    sleep_cell: int,
+    bell: Bell,
+    spin_ns: int,
+    idle: Idle | None = None,
+) -> None:
     """Return once ``cond()`` is true: spin (with ``os.sched_yield``) up to ``spin_ns``, then
     block on ``bell`` with the sleeping announcement in ``cells[sleep_cell]``.
 

@@ -11,6 +11,7 @@ plain ints on the hot path; :class:`Tag` is the immutable object handed to user 
 from __future__ import annotations
 
 from operator import index as _index
+from typing import NoReturn
 
 BILLION = 1_000_000_000
 
@@ -27,42 +28,42 @@ instant_t = int
 interval_t = int
 
 
-def NSEC(t):
+def NSEC(t: int) -> int:
     """``t`` nanoseconds, in nanoseconds."""
     return t
 
 
-def USEC(t):
+def USEC(t: int) -> int:
     """``t`` microseconds, in nanoseconds."""
     return t * 1_000
 
 
-def MSEC(t):
+def MSEC(t: int) -> int:
     """``t`` milliseconds, in nanoseconds."""
     return t * 1_000_000
 
 
-def SEC(t):
+def SEC(t: int) -> int:
     """``t`` seconds, in nanoseconds."""
     return t * BILLION
 
 
-def MINUTE(t):
+def MINUTE(t: int) -> int:
     """``t`` minutes, in nanoseconds."""
     return t * 60 * BILLION
 
 
-def HOUR(t):
+def HOUR(t: int) -> int:
     """``t`` hours, in nanoseconds."""
     return t * 3_600 * BILLION
 
 
-def DAY(t):
+def DAY(t: int) -> int:
     """``t`` days, in nanoseconds."""
     return t * 86_400 * BILLION
 
 
-def WEEK(t):
+def WEEK(t: int) -> int:
     """``t`` weeks, in nanoseconds."""
     return t * 604_800 * BILLION
 
@@ -82,9 +83,12 @@ class Tag:
     """
 
     __slots__ = ("_time", "_microstep")
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # tags are not hashable, as in LF
 
-    def __init__(self, time=0, microstep=0):
+    _time: int
+    _microstep: int
+
+    def __init__(self, time: int = 0, microstep: int = 0):
         object.__setattr__(self, "_time", _index(time))
         object.__setattr__(self, "_microstep", _index(microstep))
 
@@ -98,44 +102,44 @@ class Tag:
         """Microstep (superdense index within ``time``)."""
         return self._microstep
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"Tag attribute '{name}' is read-only")
 
-    def _key(self, other):
+    def _key(self, other: object) -> tuple[tuple[int, int], tuple[int, int]]:
         if not isinstance(other, Tag):
             raise TypeError(f"cannot compare Tag with {type(other).__name__}")
         return (self._time, self._microstep), (other._time, other._microstep)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         a, b = self._key(other)
         return a == b
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> bool:
         a, b = self._key(other)
         return a != b
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         a, b = self._key(other)
         return a < b
 
-    def __le__(self, other):
+    def __le__(self, other: object) -> bool:
         a, b = self._key(other)
         return a <= b
 
-    def __gt__(self, other):
+    def __gt__(self, other: object) -> bool:
         a, b = self._key(other)
         return a > b
 
-    def __ge__(self, other):
+    def __ge__(self, other: object) -> bool:
         a, b = self._key(other)
         return a >= b
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"Tag(time={self._time}, microstep={self._microstep})"
 
     __repr__ = __str__
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Tag], tuple[int, int]]:
         return (Tag, (self._time, self._microstep))
 
 

@@ -7,7 +7,11 @@ target of the :mod:`reactors.eventq` queue.
 from __future__ import annotations
 
 from heapq import heappush
+from typing import Any
 
+from .engine import TagEngine
+from .eventq import Event
+from .mode import Mode
 from .tag import FOREVER
 
 
@@ -22,16 +26,20 @@ class Timer:
 
     __slots__ = ("offset", "period", "mode", "_triggers", "_rq", "_engine", "_name")
 
-    def __init__(self, name: str, offset: int, period: int, mode=None):
+    _triggers: tuple[int, ...]
+    _rq: list[int]
+    _engine: TagEngine
+
+    def __init__(self, name: str, offset: int, period: int, mode: Mode | None = None):
         self._name = name
         self.offset = offset
         self.period = period
         self.mode = mode
         self._triggers = ()
         self._rq = []
-        self._engine = None
+        self._engine = None  # type: ignore[assignment]  # set when a scheduler attaches the program
 
-    def _fire(self, e) -> None:
+    def _fire(self, e: Event) -> None:
         """Trigger the reactions, then queue the next periodic event unless past the stop tag."""
         for rank in self._triggers:
             heappush(self._rq, rank)
@@ -52,12 +60,12 @@ class Timer:
         else:
             self._sched_at(time, micro)
 
-    def _resume(self, time: int, micro: int, _value=None) -> None:
+    def _resume(self, time: int, micro: int, _value: Any = None) -> None:
         """Re-queue a suspended event (mode history) at ``(time, micro)``."""
         self._sched_at(time, micro)
 
-    def _forget(self, _e) -> None:
+    def _forget(self, _e: Event) -> None:
         """Nothing to forget: timers keep no per-event bookkeeping."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<timer {self._name}({self.offset}, {self.period})>"

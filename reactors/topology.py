@@ -127,7 +127,7 @@ def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
         writers = {worker_of[acc.reactor[r]] for r in wranks}
         assert len(writers) == 1, f"root {root} has writers in workers {sorted(writers)}"
         w = writers.pop()
-        first = {}
+        first: dict[int, int] = {}  # reading worker -> its first reading rank
         for r in acc.reads.get(root, ()):
             v = worker_of[acc.reactor[r]]
             if v != w:

@@ -21,12 +21,17 @@ import json
 import os
 import pickle
 import sys
+from collections.abc import Callable, Iterable
 from time import perf_counter_ns
+from typing import Any
 
+from .engine import TagPair
 from .port import Port
+from .reaction import Entry
+from .scheduler import Scheduler
 
 
-def encode(value) -> bytes:
+def encode(value: Any) -> bytes:
     """The stable byte encoding of a port value hashed into the digest."""
     # a module being imported by another thread may lack its attributes yet
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
@@ -40,7 +45,7 @@ def encode(value) -> bytes:
             value = value.float().numpy()
     if ndarray is not None and isinstance(value, ndarray) and not value.dtype.hasobject:
         head = f"ndarray {value.dtype.str} {value.shape}".encode()
-        return head + np.ascontiguousarray(value).tobytes()
+        return head + np.ascontiguousarray(value).tobytes()  # type: ignore[union-attr]  # ndarray came from np
     try:
         return pickle.dumps(value, protocol=5)
     except Exception:
@@ -50,11 +55,11 @@ def encode(value) -> bytes:
 class Digest:
     """Collects digest lines. ``watch``: the port objects to record (None: every port)."""
 
-    def __init__(self, watch=None):
+    def __init__(self, watch: Iterable[Port] | None = None):
         self.watch = None if watch is None else {id(p) for p in watch}
-        self.lines = []
+        self.lines: list[tuple[int, int, str, str]] = []  # (elapsed ns, microstep, port, hash)
 
-    def record(self, sched, present=None) -> None:
+    def record(self, sched: Scheduler, present: list[Any] | None = None) -> None:
         """Hash the ports present at the scheduler's current tag (or in ``present``)."""
         self._add(
             sched.time - sched.start_time,
@@ -62,7 +67,7 @@ class Digest:
             sched.present if present is None else present,
         )
 
-    def _add(self, t: int, m: int, present) -> None:
+    def _add(self, t: int, m: int, present: Iterable[Any]) -> None:
         watch = self.watch
         for obj in present:
             if obj.__class__ is Port and (watch is None or id(obj) in watch):
@@ -76,16 +81,16 @@ class Digest:
                 f.write(f"{t} {m} {name} {h}\n")
 
 
-def merge(parts, path: str) -> None:
+def merge(parts: Iterable[str], path: str) -> None:
     """Combine digest files ``parts`` into ``path``, sorted by (tag, port); removes them."""
-    rows = []
+    rows: list[tuple[int, int, str, str]] = []
     for p in parts:
         if not os.path.exists(p):  # a worker that wrote nothing (it was stopped)
             continue
         with open(p, encoding="utf-8") as f:
             for line in f:
-                t, m, name, h = line.split()
-                rows.append((int(t), int(m), name, h))
+                ts, ms, name, h = line.split()
+                rows.append((int(ts), int(ms), name, h))
         os.unlink(p)
     rows.sort()
     with open(path, "w", encoding="utf-8") as f:
@@ -100,11 +105,11 @@ class _Recording(list):
     the tag being left is remembered here; no cost is added to the unrecorded path.
     """
 
-    def __init__(self, digest: Digest, sched):
+    def __init__(self, digest: Digest, sched: Scheduler):
         super().__init__()
         self.digest = digest
         self.sched = sched
-        self.tag = None
+        self.tag: TagPair | None = None
 
     def clear(self) -> None:
         s = self.sched
@@ -119,7 +124,7 @@ class _Recording(list):
         self.digest._add(s.time - s.start_time, s.micro, self)
 
 
-def record_single(sched, digest: Digest) -> _Recording:
+def record_single(sched: Scheduler, digest: Digest) -> _Recording:
     """Make the one-worker ``sched`` record into ``digest``; call ``.final()`` on the result
     after the run."""
     rec = _Recording(digest, sched)
@@ -133,20 +138,22 @@ class Timeline:
 
     def __init__(self, pid: int):
         self.pid = pid
-        self.events = []
+        self.events: list[tuple[str, int, int]] = []  # (reaction, start ns, end ns)
 
-    def wrap(self, sched) -> None:
+    def wrap(self, sched: Scheduler) -> None:
         """Time every reaction of ``sched`` (wraps its dispatch table)."""
         table = sched.table
         for rank, entry in enumerate(table):
             if entry is not None:
-                table[rank] = (self._timed(entry, sched.program.reactions[rank].describe()), ())
+                reaction = sched.program.reactions[rank]
+                assert reaction is not None  # an entry exactly where this worker has a reaction
+                table[rank] = (self._timed(entry, reaction.describe()), ())
 
-    def _timed(self, entry, name: str):
+    def _timed(self, entry: Entry, name: str) -> Callable[[], None]:
         fn, args = entry
         events = self.events
 
-        def timed():
+        def timed() -> None:
             t0 = perf_counter_ns()
             try:
                 fn(*args)
@@ -155,14 +162,14 @@ class Timeline:
 
         return timed
 
-    def json_events(self) -> list:
+    def json_events(self) -> list[dict[str, Any]]:
         return [
             {"name": n, "ph": "X", "pid": self.pid, "tid": 0, "ts": a / 1000, "dur": (b - a) / 1000}
             for n, a, b in self.events
         ]
 
 
-def write_timeline(events: list, path: str) -> None:
+def write_timeline(events: list[dict[str, Any]], path: str) -> None:
     """Write Chrome/Perfetto trace events to ``path``."""
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)

@@ -19,18 +19,14 @@ Implemented by :mod:`reactors.processes` (spawned processes, shared memory, even
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
 from .log import Log
 from .program import Program
-from .sync import Control
-
-Idle = Callable[[list[int]], None]
-"""Called by a waiter after every blocking slice with the ready file descriptors; may raise
-(:class:`WorkerDied`, :class:`reactors.worker.Aborted`) to end the wait."""
+from .sync import Bell, Control, Idle, Waker
 
 
 class WorkerDied(Exception):
@@ -40,23 +36,6 @@ class WorkerDied(Exception):
     def __init__(self, message: str, worker: int):
         super().__init__(message)
         self.worker = worker
-
-
-class Waker(Protocol):
-    """What rings a waiter's bell (from any worker, thread or the supervisor)."""
-
-    def ring(self) -> None:
-        """Wake the waiter (or make its next wait return at once)."""
-
-
-class Bell(Waker, Protocol):
-    """A kernel wake-up of one waiter (:func:`reactors.sync.wait`)."""
-
-    def clear(self) -> None:
-        """Forget earlier rings."""
-
-    def wait(self, timeout_s: float) -> list[int]:
-        """Block until rung or ``timeout_s`` seconds; the ready file descriptors."""
 
 
 class ChannelWriter(Protocol):

@@ -21,11 +21,13 @@ request (:meth:`reactors.sync.Control.write_report`), flushes stdout and publish
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from heapq import heappop
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .clock import Clock
 from .log import Log
+from .output import Captured, OutputPort
 from .scheduler import Scheduler
 from .sync import (
     ABORT,
@@ -43,9 +45,13 @@ from .sync import (
     STOP_T,
     W_FINISHED,
     W_READY,
+    Bell,
+    Control,
+    Idle,
     ring_if_sleeping,
     wait,
 )
+from .transport import ChannelReader, ChannelWriter
 
 if TYPE_CHECKING:
     from .build import Program
@@ -66,12 +72,33 @@ class Link:
     and ``outgoing`` ``[(last writing rank, writer, reader workers)]``, and ``output``:
     ``(Captured, (OutputPort, writer))``, its reactions' stdout and how it is sent."""
 
-    def __init__(self, ctl, me, bells, spin_ns, idle, incoming, outgoing, output):
+    def __init__(
+        self,
+        ctl: Control,
+        me: int,
+        bells: Sequence[Bell],
+        spin_ns: int,
+        idle: Idle | None,
+        incoming: Iterable[tuple[int, ChannelReader, int]],
+        outgoing: Iterable[tuple[int, ChannelWriter, tuple[int, ...]]],
+        output: tuple[Captured, tuple[OutputPort, ChannelWriter]],
+    ):
         self.ctl, self.me, self.bells = ctl, me, bells
         self.spin_ns, self.idle = spin_ns, idle
         self.incoming = sorted(incoming, key=lambda x: x[0])
         self.outgoing = sorted(outgoing, key=lambda x: x[0])
         self.captured, self.output = output
+
+
+class TagDecider(Protocol):
+    """What worker 0 runs between its tags to decide the next one (the
+    :class:`reactors.coordinator.Coordinator`)."""
+
+    def start(self, worker: WorkerScheduler) -> None:
+        """Wait until every worker is ready and publish the start tag."""
+
+    def step(self) -> bool:
+        """Complete the current tag and publish the next; False after the stop tag."""
 
 
 class _Clock(Clock):
@@ -105,7 +132,7 @@ class WorkerScheduler(Scheduler):
         keepalive: bool = False,
         log: Log | None = None,
         recorder: Digest | None = None,
-        coordinator=None,
+        coordinator: TagDecider | None = None,
     ):
         super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
         self.link = link
@@ -308,7 +335,7 @@ class WorkerScheduler(Scheduler):
         """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``;
         wake their sleeping readers. Returns the next index."""
         out = self.link.outgoing
-        woken = set()
+        woken: set[int] = set()
         while j < len(out) and out[j][0] < bound:
             _, writer, readers = out[j]
             writer.publish(seq)
@@ -319,7 +346,7 @@ class WorkerScheduler(Scheduler):
             ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
         return j
 
-    def _receive(self, reader, seq: int) -> None:
+    def _receive(self, reader: ChannelReader, seq: int) -> None:
         cells = self.cells
         cell = reader.state_cell
         want = 2 * seq
