@@ -1,7 +1,7 @@
 """Build the runtime objects of a program from its model and its generated module.
 
 Input: the generated module (classes, ``_lf_params_*`` functions) and the program model
-(:class:`reactors.program.Program`, read from graph.json). Output: a :class:`Program` of plain
+(:class:`reactors.program.Program`, read from graph.json). Output: an :class:`Assembly` of plain
 objects (instances, channel ports, actions, timers, reactions ordered by rank, modes) that a
 scheduler attaches to. Nothing here runs per tag.
 """
@@ -42,7 +42,7 @@ class Instance:
 
 
 @dataclass
-class Program:
+class Assembly:
     """Everything a scheduler needs; ``reactions`` is indexed by (dense) rank."""
 
     name: str
@@ -63,14 +63,16 @@ class Program:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def build(module: ModuleType, model: spec.Program, owned: Collection[int] | None = None) -> Program:
+def build(
+    module: ModuleType, model: spec.Program, owned: Collection[int] | None = None
+) -> Assembly:
     """Instantiate ``model`` (the program read from graph.json) with the classes of ``module``.
 
     ``owned``: the set of reactor ids this worker runs (None: all). Only owned instances are
     fully constructed and only their reactions, actions and timers are built; their
     ancestors become *shells* (parameters only, no state initialisers) so that parameter
     functions can see their container; other instances are not constructed (``obj`` None).
-    Ports of every instance exist (cheap). ``Program.reactions`` keeps global ranks: a
+    Ports of every instance exist (cheap). ``Assembly.reactions`` keeps global ranks: a
     reaction of another worker is None at its rank.
 
     Raises GraphError when the model is inconsistent or names something the module lacks, and
@@ -100,7 +102,7 @@ class _Builder:
     def _owns(self, rid: int) -> bool:
         return self.owned is None or rid in self.owned
 
-    def build(self) -> Program:
+    def build(self) -> Assembly:
         self._instantiate()
         self._modes()
         self._ports()
@@ -109,7 +111,7 @@ class _Builder:
         roots = list({id(p): p for p in self.root.values()}.values())
         modes = [m for inst in self.instances if inst.modal for m in inst.modal.modes.values()]
         states = [inst.modal for inst in self.instances if inst.modal]
-        return Program(
+        return Assembly(
             name=self.g.name,
             target=self.g.target,
             instances=self.instances,

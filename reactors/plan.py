@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .build import Program as BuiltProgram
+from .build import Assembly
 from .placement import place, resolve_workers
 from .program import Program
 from .topology import Crossing, access, crossings
@@ -65,7 +65,7 @@ def workers_for(graph: Program, requested: int) -> int:
     return resolve_workers(graph, requested)
 
 
-def written_ports(graph: Program, program: BuiltProgram, owned: frozenset[int]) -> list:
+def written_ports(graph: Program, program: Assembly, owned: frozenset[int]) -> list:
     """The root ports (:class:`reactors.port.Port`) written by reactions of the reactors in
     ``owned``, in the graph's order of root channels."""
     acc = access(graph)

@@ -27,11 +27,11 @@ from .log import Log
 from .reaction import Reaction
 
 if TYPE_CHECKING:
-    from .build import Program
+    from .build import Assembly
 
 
 class Scheduler:
-    """Runs a built :class:`reactors.build.Program` on the calling thread.
+    """Runs a built :class:`reactors.build.Assembly` on the calling thread.
 
     ``clock``: a :class:`reactors.clock.Clock` (or one with the same methods). ``fast``: do
     not wait for physical time. ``keepalive``: do not stop on an empty event queue.
@@ -43,7 +43,7 @@ class Scheduler:
 
     def __init__(
         self,
-        program: Program,
+        program: Assembly,
         clock: Clock,
         *,
         fast: bool = False,

@@ -54,7 +54,7 @@ from .sync import (
 from .transport import ChannelReader, ChannelWriter
 
 if TYPE_CHECKING:
-    from .build import Program
+    from .build import Assembly
     from .trace import Digest
 
 _END = 1 << 62  # a rank larger than any
@@ -126,7 +126,7 @@ class WorkerScheduler(Scheduler):
 
     def __init__(
         self,
-        program: Program,
+        program: Assembly,
         link: Link,
         *,
         keepalive: bool = False,
