@@ -9,6 +9,7 @@ and lines of the generated module are translated to ``.lf`` lines through graph.
 from __future__ import annotations
 
 import bisect
+import errno
 import linecache
 import os
 import sys
@@ -148,6 +149,33 @@ def report(exc: BaseException, what: str, smap: SourceMap, fallback=None, log=No
     err.write(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
     err.flush()
     return status
+
+
+def output_failed(exc: OSError, say: bool = True) -> int:
+    """The program's standard output cannot be written (``exc``: a closed pipe, as with
+    ``| head``, or a full device): say so on stderr (when ``say``), send the rest of the
+    output nowhere (so that the interpreter's last flush does not fail again) and return
+    the exit status, 1 (that of a Python program whose ``print`` failed)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    if say:
+        sys.stderr.write(f"ERROR: cannot write the program's output: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+    return 1
+
+
+def is_output_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the runtime's own write of the program's output failing (a closed
+    pipe or a full device), not an error of the program."""
+    return (
+        isinstance(exc, OSError)
+        and exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)
+        and not _has_user_frames(exc)
+    )
 
 
 def _has_user_frames(exc: BaseException) -> bool:

@@ -20,6 +20,7 @@ from types import FrameType, ModuleType
 from typing import Any, TextIO
 
 from .coordinator import WorkerFailed, failure, write_output
+from .errors import output_failed
 from .log import Log
 from .output import OutputPort, output_readers
 from .plan import Plan
@@ -62,7 +63,9 @@ def run(
     finally:
         saved = _ignore_signals()
         try:
-            _end(transport, plan)
+            lost = _end(transport, plan)
+            if lost is not None:  # said once: by the coordinator if it failed first
+                status = output_failed(lost, say=status == 0)
         finally:
             _restore_signals(saved, old_term)
     if message:
@@ -70,14 +73,19 @@ def run(
     return status
 
 
-def _end(transport: Transport, plan: Plan) -> None:
-    """Stop and join the workers, print the pending output, release the transport."""
+def _end(transport: Transport, plan: Plan) -> OSError | None:
+    """Stop and join the workers, print the pending output, release the transport. Returns
+    the error if the output could not be written (closed pipe, full device), else None."""
     ctl = transport.control
     try:
         stop_workers(ctl, transport.worker_bells())
         transport.shutdown()
-        write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
-        sys.stdout.flush()
+        try:
+            write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
+            sys.stdout.flush()
+        except OSError as e:
+            return e
+        return None
     finally:
         transport.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 from .build import build
 from .context import CTX
 from .coordinator import Coordinator
-from .errors import BuildFailure, SourceMap, report
+from .errors import BuildFailure, SourceMap, is_output_failure, output_failed, report
 from .log import Log
 from .output import Captured, OutputPort, output_readers
 from .plan import Plan, written_ports
@@ -96,6 +96,8 @@ def _status(
     raised it; the exit status (Ctrl-C: 130, not reported)."""
     if isinstance(exc, KeyboardInterrupt):
         return 130
+    if is_output_failure(exc) and isinstance(exc, OSError):
+        return output_failed(exc)
     r = sched.failed if sched is not None else None
     if r is None:
         return report(exc, f"worker {me}", smap, log=log)
