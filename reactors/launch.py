@@ -185,6 +185,11 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     CTX.package_directory = graph.package_directory
     if target.tracing:
         opts.trace_file = os.path.abspath(f"{graph.name or 'program'}.trace.json")
+    for what, path in (("--digest", opts.digest), ("the timing trace", opts.trace_file)):
+        problem = unwritable(path) if path else None
+        if problem:
+            log.error(f"{what}: cannot write {path}: {problem}")
+            return 1
     if opts.workers != 1:  # one worker (the default) does not even import the parallel code
         from . import parallel
 
@@ -192,6 +197,19 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if workers > 1:
             return parallel.run(module, graph, opts, log, workers)
     return _run(module, graph, opts, log)
+
+
+def unwritable(path: str) -> str | None:
+    """Why the file ``path`` could not be written (checked at start-up, so that a run does
+    not end with its records lost), or None if it can."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "it is a directory"
+    if not os.path.isdir(folder):
+        return f"no directory {folder}"
+    if os.path.exists(path):
+        return None if os.access(path, os.W_OK) else "permission denied"
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
 
 
 def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:

@@ -60,3 +60,60 @@ def test_closed_stdout_gives_one_message_and_cleans_up(chatter, workers):
         assert err.count("cannot write the program's output: Broken pipe") == 1, err
         assert "Traceback" not in err, err
     assert not _segments(p.pid)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("where", ["missing/d.txt", "."])
+def test_unwritable_digest_is_refused_at_start(chatter, tmp_path, workers, where):
+    t0 = time.monotonic()
+    p = _start(chatter, "-w", workers, "-o", "10", "sec", "--digest", str(tmp_path / where))
+    code, err = _wait(p)
+    assert code == 1 and time.monotonic() - t0 < 8, err
+    assert "--digest: cannot write" in err and "Traceback" not in err, err
+    assert not _segments(p.pid)
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(x) for x in f.read().split()}
+    except OSError:
+        return set()
+
+
+def _workers(p: subprocess.Popen, count: int) -> set[int]:
+    """The worker processes of ``p`` once ``count`` of them print (spawn's resource helper
+    aside, they are its children running the program)."""
+    deadline = time.monotonic() + 20
+    kids: set[int] = set()
+    while time.monotonic() < deadline:
+        kids = _children(p.pid)
+        if len(kids) >= count and p.stdout.readline():
+            return kids
+        time.sleep(0.05)
+    raise AssertionError("the workers did not start")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
+def test_workers_end_with_their_parent(chatter, sig):
+    p = _start(chatter, "-w", "2", "-o", "60", "sec")
+    try:
+        kids = _workers(p, 2)
+        time.sleep(0.3)  # both workers busy answering each other
+        p.send_signal(sig)
+        p.wait(10)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{k}") for k in kids):
+            time.sleep(0.02)
+        alive = [k for k in kids if os.path.exists(f"/proc/{k}")]
+    finally:
+        for k in _children(p.pid) | kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
+        p.kill()
+        p.communicate()
+    assert not alive, "workers outlived their parent"
+    time.sleep(0.2)
+    assert not _segments(p.pid)
