@@ -12,8 +12,11 @@ import bisect
 import errno
 import linecache
 import os
+import signal
 import sys
+import threading
 import traceback
+from typing import Any
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -37,6 +40,39 @@ class ProgramFormatError(GraphError):
         super().__init__(f"{source}: {problem}")
         self.source = source
         self.problem = problem
+
+
+class Signalled(BaseException):
+    """A signal that ends the run reached the program's main thread: ``status`` is the exit
+    status (128 + the signal's number), ``message`` what to say (without the ``----``)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+#: The signals that end a run, besides SIGINT (KeyboardInterrupt): name, what is said.
+STOP_SIGNALS = {signal.SIGTERM: "Terminated (SIGTERM)", signal.SIGHUP: "Hung up (SIGHUP)"}
+
+
+def catch_stop_signals() -> dict[int, Any] | None:
+    """Turn SIGTERM and SIGHUP into :class:`Signalled` (status 143, 129) while a run lasts;
+    returns the handlers to give back to :func:`restore_signals` (None off the main thread,
+    where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Signalled(128 + signum, STOP_SIGNALS[signal.Signals(signum)])
+
+    return {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+
+
+def restore_signals(saved: dict[int, Any] | None) -> None:
+    """Give back the handlers that :func:`catch_stop_signals` replaced."""
+    for s, h in (saved or {}).items():
+        signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 class BuildFailure(Exception):

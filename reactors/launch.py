@@ -17,7 +17,15 @@ from types import ModuleType
 from .build import build
 from .clock import Clock
 from .context import CTX
-from .errors import BuildFailure, LaunchError, SourceMap, report
+from .errors import (
+    BuildFailure,
+    LaunchError,
+    Signalled,
+    SourceMap,
+    catch_stop_signals,
+    report,
+    restore_signals,
+)
 from .log import Log
 from .program import MainParameter, Program
 from .scheduler import Scheduler
@@ -235,17 +243,23 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         log=log,
     )
     records = _recorders(sched, opts)
+    saved = catch_stop_signals()
     try:
         sched.run()
         _write_records(records, opts)
     except KeyboardInterrupt:
         log.info("---- Interrupted (Ctrl-C); stopping.")
         return STATUS_INTERRUPTED
+    except Signalled as s:
+        log.info(f"---- {s.message}; stopping.")
+        return s.status
     except BaseException as exc:
         r = sched.failed
         if r is None:
             return report(exc, "the program", program.source_map, log=log)
         return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
+    finally:
+        restore_signals(saved)
     return 0
 
 

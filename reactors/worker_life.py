@@ -94,7 +94,8 @@ def _status(
 ) -> int:
     """Report ``exc`` on stderr, naming the failed reaction (and its .lf line) if a reaction
     raised it; the exit status (Ctrl-C: 130, not reported)."""
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
+        log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130
     if is_output_failure(exc) and isinstance(exc, OSError):
         return output_failed(exc)

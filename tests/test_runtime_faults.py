@@ -117,3 +117,29 @@ def test_workers_end_with_their_parent(chatter, sig):
     assert not alive, "workers outlived their parent"
     time.sleep(0.2)
     assert not _segments(p.pid)
+
+
+BACKENDS = [("1", "processes"), ("2", "processes"), ("2", "threads")]
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+@pytest.mark.parametrize(
+    "sig,status,said",
+    [
+        (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
+        (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
+        (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
+    ],
+)
+def test_signals_end_every_backend_alike(chatter, workers, backend, sig, status, said):
+    p = _start(chatter, "-w", workers, "--backend", backend, "-o", "60", "sec")
+    try:
+        assert p.stdout.readline()
+        time.sleep(0.3)
+        p.send_signal(sig)
+        code, err = _wait(p)
+    finally:
+        p.kill()
+    assert code == status, err
+    assert err.count(said) == 1 and "Traceback" not in err, err
+    assert not _segments(p.pid)
