@@ -26,15 +26,14 @@ def _segments(pid: int) -> list[str]:
     return [n for n in os.listdir("/dev/shm") if n.startswith(f"lf{pid}x")]
 
 
-def _start(launcher: Path, *args: str, **kw) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def _start(launcher: Path, *args: str, env_extra: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
     return subprocess.Popen(
         [str(launcher), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        **kw,
     )
 
 
@@ -142,4 +141,13 @@ def test_signals_end_every_backend_alike(chatter, workers, backend, sig, status,
         p.kill()
     assert code == status, err
     assert err.count(said) == 1 and "Traceback" not in err, err
+    assert not _segments(p.pid)
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+def test_keyboard_interrupt_raised_by_a_reaction(chatter, workers, backend):
+    p = _start(chatter, "-w", workers, "--backend", backend, env_extra={"RAISE_AT": "5"})
+    code, err = _wait(p)
+    assert code == 130, err
+    assert err.count("---- Interrupted") == 1 and "Traceback" not in err, err
     assert not _segments(p.pid)
