@@ -19,6 +19,7 @@ from .output import Captured, OutputPort, output_readers
 from .plan import Plan, written_ports
 from .program import Program
 from .records import write_records
+from .shm import SharedMemoryFull
 from .sync import CODE, FAILS, STATUS, W_FAILED, Control
 from .trace import Digest, Timeline
 from .transport import Bell, Endpoint
@@ -97,6 +98,9 @@ def _status(
     if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
         log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130
+    if isinstance(exc, SharedMemoryFull):
+        log.error(f"worker {me}: {exc}")
+        return 1
     if is_output_failure(exc) and isinstance(exc, OSError):
         return output_failed(exc)
     r = sched.failed if sched is not None else None

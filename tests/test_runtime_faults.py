@@ -4,6 +4,7 @@ what it starts."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import build
+
+from reactors import launch, shm
 
 HERE = Path(__file__).resolve().parent
 CHATTER = HERE / "fault_fixtures" / "Chatter.lf"
@@ -151,3 +154,25 @@ def test_keyboard_interrupt_raised_by_a_reaction(chatter, workers, backend):
     assert code == 130, err
     assert err.count("---- Interrupted") == 1 and "Traceback" not in err, err
     assert not _segments(p.pid)
+
+
+def test_small_shm_is_said_before_writing(monkeypatch):
+    monkeypatch.setattr(shm, "shm_free_bytes", lambda: 4096)
+    name = f"lf{os.getpid()}xsmalltest"
+    with pytest.raises(shm.SharedMemoryFull, match="--shm-size") as info:
+        shm.Segment(name, True, 1 << 20)
+    assert "needs 1048576 bytes, 4096 are free" in str(info.value)
+    assert not os.path.exists(f"/dev/shm/{name}")
+    shm.Segment(name, True, 4096).unlink()  # what fits is made
+
+
+def test_small_shm_stops_a_parallel_run_at_start(chatter, monkeypatch, capsys):
+    monkeypatch.setattr(shm, "shm_free_bytes", lambda: 64)
+    gen = chatter.parent.parent / "src-gen" / "Chatter"
+    spec = importlib.util.spec_from_file_location("chatter_small_shm", gen / "Chatter.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    status = launch.main(module, str(gen / "graph.json"), ["-w", "2"])
+    err = capsys.readouterr().err
+    assert status == 1 and "/dev/shm is too small" in err and "Traceback" not in err, err
+    assert not _segments(os.getpid())
