@@ -104,9 +104,19 @@ def _status(
     if is_output_failure(exc) and isinstance(exc, OSError):
         return output_failed(exc)
     r = sched.failed if sched is not None else None
+    if r is not None and _read_only_write(exc):
+        exc.add_note(
+            "hint: an array received from another worker is read-only (shared, not copied); "
+            "declare the input `mutable` (mutable input name) to get a copy to write into"
+        )
     if r is None:
         return report(exc, f"worker {me}", smap, log=log)
     return report(exc, r.describe(), smap, fallback=(r.file, r.line), log=log)
+
+
+def _read_only_write(exc: BaseException) -> bool:
+    """Whether ``exc`` is numpy refusing a write into a read-only array."""
+    return isinstance(exc, ValueError) and "is read-only" in str(exc)
 
 
 def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured) -> Link:

@@ -176,3 +176,11 @@ def test_small_shm_stops_a_parallel_run_at_start(chatter, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert status == 1 and "/dev/shm is too small" in err and "Traceback" not in err, err
     assert not _segments(os.getpid())
+
+
+def test_writing_into_a_received_array_says_to_declare_it_mutable(tmp_path):
+    launcher = build(HERE / "fault_fixtures" / "Scribble.lf", tmp_path)
+    code, err = _wait(_start(launcher, "-w", "2", "--backend", "processes"))
+    assert code == 1, err
+    assert "assignment destination is read-only" in err, err
+    assert "declare the input `mutable`" in err, err
