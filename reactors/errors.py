@@ -9,12 +9,16 @@ and lines of the generated module are translated to ``.lf`` lines through graph.
 from __future__ import annotations
 
 import bisect
+import errno
 import linecache
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterable
 from types import TracebackType
+from typing import Any
 
 from .log import Log
 
@@ -43,6 +47,39 @@ class ProgramFormatError(GraphError):
         super().__init__(f"{source}: {problem}")
         self.source = source
         self.problem = problem
+
+
+class Signalled(BaseException):
+    """A signal that ends the run reached the program's main thread: ``status`` is the exit
+    status (128 + the signal's number), ``message`` what to say (without the ``----``)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+#: The signals that end a run, besides SIGINT (KeyboardInterrupt): name, what is said.
+STOP_SIGNALS = {signal.SIGTERM: "Terminated (SIGTERM)", signal.SIGHUP: "Hung up (SIGHUP)"}
+
+
+def catch_stop_signals() -> dict[int, Any] | None:
+    """Turn SIGTERM and SIGHUP into :class:`Signalled` (status 143, 129) while a run lasts;
+    returns the handlers to give back to :func:`restore_signals` (None off the main thread,
+    where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Signalled(128 + signum, STOP_SIGNALS[signal.Signals(signum)])
+
+    return {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+
+
+def restore_signals(saved: dict[int, Any] | None) -> None:
+    """Give back the handlers that :func:`catch_stop_signals` replaced."""
+    for s, h in (saved or {}).items():
+        signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 class BuildFailure(Exception):
@@ -171,6 +208,33 @@ def report(
     err.write(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
     err.flush()
     return status
+
+
+def output_failed(exc: OSError, say: bool = True) -> int:
+    """The program's standard output cannot be written (``exc``: a closed pipe, as with
+    ``| head``, or a full device): say so on stderr (when ``say``), send the rest of the
+    output nowhere (so that the interpreter's last flush does not fail again) and return
+    the exit status, 1 (that of a Python program whose ``print`` failed)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    if say:
+        sys.stderr.write(f"ERROR: cannot write the program's output: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+    return 1
+
+
+def is_output_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the runtime's own write of the program's output failing (a closed
+    pipe or a full device), not an error of the program."""
+    return (
+        isinstance(exc, OSError)
+        and exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)
+        and not _has_user_frames(exc)
+    )
 
 
 def _has_user_frames(exc: BaseException) -> bool:

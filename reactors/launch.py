@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING
 from .build import build
 from .clock import Clock
 from .context import CTX
-from .errors import BuildFailure, LaunchError, SourceMap, report
+from .errors import (
+    BuildFailure,
+    LaunchError,
+    Signalled,
+    SourceMap,
+    catch_stop_signals,
+    report,
+    restore_signals,
+)
 from .log import Log
 from .program import MainParameter, Program
 from .scheduler import Scheduler
@@ -192,6 +200,11 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     CTX.package_directory = graph.package_directory
     if target.tracing:
         opts.trace_file = os.path.abspath(f"{graph.name or 'program'}.trace.json")
+    for what, path in (("--digest", opts.digest), ("the timing trace", opts.trace_file)):
+        problem = unwritable(path) if path else None
+        if problem:
+            log.error(f"{what}: cannot write {path}: {problem}")
+            return 1
     if opts.workers != 1:  # one worker (the default) does not even import the parallel code
         from . import parallel
 
@@ -199,6 +212,19 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if workers > 1:
             return parallel.run(module, graph, opts, log, workers)
     return _run(module, graph, opts, log)
+
+
+def unwritable(path: str) -> str | None:
+    """Why the file ``path`` could not be written (checked at start-up, so that a run does
+    not end with its records lost), or None if it can."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "it is a directory"
+    if not os.path.isdir(folder):
+        return f"no directory {folder}"
+    if os.path.exists(path):
+        return None if os.access(path, os.W_OK) else "permission denied"
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
 
 
 def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
@@ -224,17 +250,23 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         log=log,
     )
     records = _recorders(sched, opts)
+    saved = catch_stop_signals()
     try:
         sched.run()
         _write_records(records, opts)
     except KeyboardInterrupt:
         log.info("---- Interrupted (Ctrl-C); stopping.")
         return STATUS_INTERRUPTED
+    except Signalled as s:
+        log.info(f"---- {s.message}; stopping.")
+        return s.status
     except BaseException as exc:
         r = sched.failed
         if r is None:
             return report(exc, "the program", program.source_map, log=log)
         return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
+    finally:
+        restore_signals(saved)
     return 0
 
 

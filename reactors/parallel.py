@@ -23,6 +23,7 @@ from .log import Log
 from .plan import Plan, make_plan, workers_for
 from .processes import ProcessTransport
 from .program import Origin, Program
+from .shm import SharedMemoryFull
 from .threads import ThreadTransport
 from .transport import Transport
 
@@ -50,4 +51,9 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
     log.log(f"---- Running on {workers} workers ({backend})")
     if opts.fast and any(a.origin == Origin.PHYSICAL for r in graph.reactors for a in r.actions):
         log.warn("fast execution with physical actions: physical tags may lag logical time")
-    return supervisor.run(transport(plan), module, graph, plan, opts, log)
+    try:
+        chosen = transport(plan)
+    except SharedMemoryFull as e:
+        log.error(str(e))
+        return 1
+    return supervisor.run(chosen, module, graph, plan, opts, log)

@@ -7,13 +7,15 @@ channels' slot segments (:mod:`reactors.shm`), all named with a per-run ``prefix
 supervisor waits in ``poll`` on its bell and on the workers' process sentinels, so a worker
 killed by a signal is noticed at once (:class:`reactors.transport.WorkerDied`). Stopped
 workers are joined, then terminated, then killed; at the end every segment with the run's
-prefix is unlinked. Workers ignore SIGINT (the supervisor handles a Ctrl-C of the whole
-process group); a worker whose parent died notices within 50 ms of its next wait and exits,
+prefix is unlinked. Workers ignore SIGINT and SIGHUP (the supervisor handles a Ctrl-C or hang-up of
+the whole process group); a worker whose parent died is told at once by the kernel (SIGTERM,
+``PR_SET_PDEATHSIG`` on Linux; elsewhere it notices within 50 ms of its next wait) and exits,
 unlinking the segments of its run.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import multiprocessing as mp
 import os
@@ -251,6 +253,8 @@ def _import(path: str, name: str) -> ModuleType:
 def _child(spec: _Spec) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so does it a hang-up
+    _end_with_parent(spec)
     try:
         seg = Segment(spec.prefix + "ctl")
     except FileNotFoundError:  # the run already ended
@@ -276,6 +280,34 @@ def _child(spec: _Spec) -> None:
             sys.stdout.flush()
         ctl.release()
     sys.exit(status)
+
+
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
+
+
+def _end_with_parent(spec: _Spec) -> None:
+    """Make this worker end as soon as the supervising process dies, even while it never
+    waits (two workers answering each other inside the spin): on Linux the kernel sends
+    SIGTERM at the parent's death (``PR_SET_PDEATHSIG``); the handler then unlinks the
+    run's segments and exits at once with status 1. A SIGTERM while the parent lives (the
+    supervisor forcing a stopped worker out) keeps its default action."""
+
+    def on_term(signum: int, frame: Any) -> None:
+        if os.getppid() != spec.parent:
+            unlink_prefix(spec.prefix)
+            os._exit(1)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the idle check still notices
+            pass
+    if os.getppid() != spec.parent:  # it died before the request
+        on_term(signal.SIGTERM, None)
 
 
 def _idle(ctl: Control, spec: _Spec) -> Idle:

@@ -58,12 +58,44 @@ _PAGE = 4096
 _COPY_AFTER = 2  # held-by-the-program slots before a reader switches to copying
 
 
+SHM_DIR = "/dev/shm"
+
+
+class SharedMemoryFull(MemoryError):
+    """``/dev/shm`` has less free space than a new segment needs (writing into it would end
+    the process with SIGBUS). The message says what to do."""
+
+
+def shm_free_bytes() -> int:
+    """Bytes that unprivileged processes may still allocate in ``/dev/shm``."""
+    st = os.statvfs(SHM_DIR)
+    return st.f_bavail * st.f_frsize
+
+
+def check_space(name: str, size: int) -> None:
+    """Raise :class:`SharedMemoryFull` unless a new segment of ``size`` bytes fits in
+    ``/dev/shm`` (segment ``name``, for the message)."""
+    try:
+        free = shm_free_bytes()
+    except OSError:  # no statvfs there: let the allocation itself decide
+        return
+    if size > free:
+        raise SharedMemoryFull(
+            f"{SHM_DIR} is too small: {name} needs {size} bytes, {free} are free. Enlarge it "
+            "(e.g. `docker run --shm-size=1g`), free it, or run with fewer workers "
+            "(-w) or with `--backend threads`."
+        )
+
+
 class Segment(shared_memory.SharedMemory):
     """A ``SharedMemory`` that the 3.11 resource tracker does not follow (we unlink ourselves:
     the tracker would warn about, and unlink, segments that other processes attached) and that
-    tolerates views still exported when it is garbage-collected."""
+    tolerates views still exported when it is garbage-collected. Creating one raises
+    :class:`SharedMemoryFull` when ``/dev/shm`` has not ``size`` bytes free."""
 
     def __init__(self, name: str, create: bool = False, size: int = 0):
+        if create:
+            check_space(name, size)
         reg, unreg = resource_tracker.register, resource_tracker.unregister
         resource_tracker.register = resource_tracker.unregister = _ignore  # type: ignore[assignment]  # patched for the call, restored below
         try:

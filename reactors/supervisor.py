@@ -3,11 +3,11 @@ workers run, whatever their transport (:class:`reactors.transport.Transport`).
 
 It starts the workers, then waits in the kernel (:func:`supervise`) for the end of the run, a
 worker's failure (the worker reported it; its status is the exit status), a dead worker (the
-transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1), Ctrl-C (130)
-or SIGTERM (143). Every exit path ends the same way: workers are told to stop
+transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1), Ctrl-C (130),
+SIGTERM (143) or SIGHUP (129). Every exit path ends the same way: workers are told to stop
 (:func:`stop_workers`), joined (forced if they do not exit), the last tag's pending output is
-printed, and the transport's resources are released and unlinked; a second Ctrl-C or SIGTERM
-cannot cut that clean-up short.
+printed, and the transport's resources are released and unlinked; a second Ctrl-C, SIGTERM or
+SIGHUP cannot cut that clean-up short.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType, ModuleType
+from types import ModuleType
 from typing import Any, TextIO
 
 from .coordinator import WorkerFailed, failure, write_output
+from .errors import Signalled, catch_stop_signals, output_failed, restore_signals
 from .log import Log
 from .output import OutputPort, output_readers
 from .plan import Plan
@@ -32,10 +33,6 @@ STATUS_INTERRUPTED = 130  # 128 + SIGINT
 STATUS_TERMINATED = 128 + signal.SIGTERM
 
 
-class Terminated(BaseException):
-    """SIGTERM reached the supervising process."""
-
-
 def run(
     transport: Transport, module: ModuleType, graph: Program, plan: Plan, opts: Any, log: Log
 ) -> int:
@@ -44,7 +41,7 @@ def run(
     signals (e.g. a worker that cannot be started) propagate, after the clean-up."""
     ctl = transport.control
     status, message = 1, None
-    old_term = _on_sigterm()
+    old = catch_stop_signals()
     try:
         transport.start(module, graph, opts, log)
         bell, idle = transport.watch()
@@ -57,27 +54,35 @@ def run(
         message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
     except KeyboardInterrupt:
         status, message = STATUS_INTERRUPTED, "---- Interrupted (Ctrl-C); stopping."
-    except Terminated:
-        status, message = STATUS_TERMINATED, "---- Terminated (SIGTERM); stopping."
+    except Signalled as s:
+        status, message = s.status, f"---- {s.message}; stopping."
     finally:
         saved = _ignore_signals()
         try:
-            _end(transport, plan)
+            lost = _end(transport, plan)
+            if lost is not None:  # said once: by the coordinator if it failed first
+                status = output_failed(lost, say=status == 0)
         finally:
-            _restore_signals(saved, old_term)
+            _restore_signals(saved)
+            restore_signals(old)
     if message:
         (log.error if status == 1 else log.info)(message)
     return status
 
 
-def _end(transport: Transport, plan: Plan) -> None:
-    """Stop and join the workers, print the pending output, release the transport."""
+def _end(transport: Transport, plan: Plan) -> OSError | None:
+    """Stop and join the workers, print the pending output, release the transport. Returns
+    the error if the output could not be written (closed pipe, full device), else None."""
     ctl = transport.control
     try:
         stop_workers(ctl, transport.worker_bells())
         transport.shutdown()
-        write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
-        sys.stdout.flush()
+        try:
+            write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
+            sys.stdout.flush()
+        except OSError as e:
+            return e
+        return None
     finally:
         transport.close()
 
@@ -121,30 +126,18 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _on_sigterm() -> Any:
-    """Turn SIGTERM into :class:`Terminated` while the run lasts; the old handler (None
-    off the main thread, where signals cannot be handled)."""
+def _ignore_signals() -> tuple[Any, ...] | None:
+    """Ignore SIGINT, SIGTERM and SIGHUP (during the clean-up); the handlers to restore."""
     if not _main_thread():
         return None
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Terminated()
-
-    return signal.signal(signal.SIGTERM, handler)
+    return tuple(signal.signal(s, signal.SIG_IGN) for s in _ENDING)
 
 
-def _ignore_signals() -> tuple[Any, Any] | None:
-    """Ignore SIGINT and SIGTERM (during the clean-up); the handlers to restore."""
-    if not _main_thread():
-        return None
-    return (
-        signal.signal(signal.SIGINT, signal.SIG_IGN),
-        signal.signal(signal.SIGTERM, signal.SIG_IGN),
-    )
-
-
-def _restore_signals(saved: tuple[Any, Any] | None, old_term: Any) -> None:
+def _restore_signals(saved: tuple[Any, ...] | None) -> None:
     if saved is None:
         return
-    signal.signal(signal.SIGINT, saved[0])
-    signal.signal(signal.SIGTERM, old_term if old_term is not None else saved[1])
+    for s, h in zip(_ENDING, saved):
+        signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+_ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -13,12 +13,13 @@ from typing import Any
 from .build import build
 from .context import CTX
 from .coordinator import Coordinator
-from .errors import BuildFailure, SourceMap, report
+from .errors import BuildFailure, SourceMap, is_output_failure, output_failed, report
 from .log import Log
 from .output import Captured, OutputPort, output_readers
 from .plan import Plan, written_ports
 from .program import Program
 from .records import write_records
+from .shm import SharedMemoryFull
 from .sync import CODE, FAILS, STATUS, W_FAILED, Control
 from .trace import Digest, Timeline
 from .transport import Bell, Endpoint
@@ -94,12 +95,28 @@ def _status(
 ) -> int:
     """Report ``exc`` on stderr, naming the failed reaction (and its .lf line) if a reaction
     raised it; the exit status (Ctrl-C: 130, not reported)."""
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
+        log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130
+    if isinstance(exc, SharedMemoryFull):
+        log.error(f"worker {me}: {exc}")
+        return 1
+    if is_output_failure(exc) and isinstance(exc, OSError):
+        return output_failed(exc)
     r = sched.failed if sched is not None else None
+    if r is not None and _read_only_write(exc):
+        exc.add_note(
+            "hint: an array received from another worker is read-only (shared, not copied); "
+            "declare the input `mutable` (mutable input name) to get a copy to write into"
+        )
     if r is None:
         return report(exc, f"worker {me}", smap, log=log)
     return report(exc, r.describe(), smap, fallback=(r.file, r.line), log=log)
+
+
+def _read_only_write(exc: BaseException) -> bool:
+    """Whether ``exc`` is numpy refusing a write into a read-only array."""
+    return isinstance(exc, ValueError) and "is read-only" in str(exc)
 
 
 def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured) -> Link:

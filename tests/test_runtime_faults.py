@@ -1,0 +1,186 @@
+"""The runtime under faults: a closed standard output, a dead parent, signals on every
+backend, a small /dev/shm, unwritable output paths. Every test bounds its time and kills
+what it starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import build
+
+from reactors import launch, shm
+
+HERE = Path(__file__).resolve().parent
+CHATTER = HERE / "fault_fixtures" / "Chatter.lf"
+
+
+@pytest.fixture(scope="module")
+def chatter(tmp_path_factory):
+    return build(CHATTER, tmp_path_factory.mktemp("chatter"))
+
+
+def _segments(pid: int) -> list[str]:
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"lf{pid}x")]
+
+
+def _start(launcher: Path, *args: str, env_extra: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
+    return subprocess.Popen(
+        [str(launcher), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _wait(p: subprocess.Popen, timeout: float = 30) -> tuple[int, str]:
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    return p.returncode, err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_closed_stdout_gives_one_message_and_cleans_up(chatter, workers):
+    p = _start(chatter, "-w", workers)
+    assert p.stdout.readline() and p.stdout.readline()
+    p.stdout.close()  # as `| head -2` does
+    code, err = _wait(p)
+    assert code == 1, err
+    assert "internal error" not in err and "Exception ignored" not in err, err
+    if workers == "2":
+        assert err.count("cannot write the program's output: Broken pipe") == 1, err
+        assert "Traceback" not in err, err
+    assert not _segments(p.pid)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("where", ["missing/d.txt", "."])
+def test_unwritable_digest_is_refused_at_start(chatter, tmp_path, workers, where):
+    t0 = time.monotonic()
+    p = _start(chatter, "-w", workers, "-o", "10", "sec", "--digest", str(tmp_path / where))
+    code, err = _wait(p)
+    assert code == 1 and time.monotonic() - t0 < 8, err
+    assert "--digest: cannot write" in err and "Traceback" not in err, err
+    assert not _segments(p.pid)
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(x) for x in f.read().split()}
+    except OSError:
+        return set()
+
+
+def _workers(p: subprocess.Popen, count: int) -> set[int]:
+    """The worker processes of ``p`` once ``count`` of them print (spawn's resource helper
+    aside, they are its children running the program)."""
+    deadline = time.monotonic() + 20
+    kids: set[int] = set()
+    while time.monotonic() < deadline:
+        kids = _children(p.pid)
+        if len(kids) >= count and p.stdout.readline():
+            return kids
+        time.sleep(0.05)
+    raise AssertionError("the workers did not start")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
+def test_workers_end_with_their_parent(chatter, sig):
+    p = _start(chatter, "-w", "2", "-o", "60", "sec")
+    try:
+        kids = _workers(p, 2)
+        time.sleep(0.3)  # both workers busy answering each other
+        p.send_signal(sig)
+        p.wait(10)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{k}") for k in kids):
+            time.sleep(0.02)
+        alive = [k for k in kids if os.path.exists(f"/proc/{k}")]
+    finally:
+        for k in _children(p.pid) | kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
+        p.kill()
+        p.communicate()
+    assert not alive, "workers outlived their parent"
+    time.sleep(0.2)
+    assert not _segments(p.pid)
+
+
+BACKENDS = [("1", "processes"), ("2", "processes"), ("2", "threads")]
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+@pytest.mark.parametrize(
+    "sig,status,said",
+    [
+        (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
+        (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
+        (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
+    ],
+)
+def test_signals_end_every_backend_alike(chatter, workers, backend, sig, status, said):
+    p = _start(chatter, "-w", workers, "--backend", backend, "-o", "60", "sec")
+    try:
+        assert p.stdout.readline()
+        time.sleep(0.3)
+        p.send_signal(sig)
+        code, err = _wait(p)
+    finally:
+        p.kill()
+    assert code == status, err
+    assert err.count(said) == 1 and "Traceback" not in err, err
+    assert not _segments(p.pid)
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+def test_keyboard_interrupt_raised_by_a_reaction(chatter, workers, backend):
+    p = _start(chatter, "-w", workers, "--backend", backend, env_extra={"RAISE_AT": "5"})
+    code, err = _wait(p)
+    assert code == 130, err
+    assert err.count("---- Interrupted") == 1 and "Traceback" not in err, err
+    assert not _segments(p.pid)
+
+
+def test_small_shm_is_said_before_writing(monkeypatch):
+    monkeypatch.setattr(shm, "shm_free_bytes", lambda: 4096)
+    name = f"lf{os.getpid()}xsmalltest"
+    with pytest.raises(shm.SharedMemoryFull, match="--shm-size") as info:
+        shm.Segment(name, True, 1 << 20)
+    assert "needs 1048576 bytes, 4096 are free" in str(info.value)
+    assert not os.path.exists(f"/dev/shm/{name}")
+    shm.Segment(name, True, 4096).unlink()  # what fits is made
+
+
+def test_small_shm_stops_a_parallel_run_at_start(chatter, monkeypatch, capsys):
+    monkeypatch.setattr(shm, "shm_free_bytes", lambda: 64)
+    gen = chatter.parent.parent / "src-gen" / "Chatter"
+    spec = importlib.util.spec_from_file_location("chatter_small_shm", gen / "Chatter.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    status = launch.main(module, str(gen / "graph.json"), ["-w", "2"])
+    err = capsys.readouterr().err
+    assert status == 1 and "/dev/shm is too small" in err and "Traceback" not in err, err
+    assert not _segments(os.getpid())
+
+
+def test_writing_into_a_received_array_says_to_declare_it_mutable(tmp_path):
+    launcher = build(HERE / "fault_fixtures" / "Scribble.lf", tmp_path)
+    code, err = _wait(_start(launcher, "-w", "2", "--backend", "processes"))
+    assert code == 1, err
+    assert "assignment destination is read-only" in err, err
+    assert "declare the input `mutable`" in err, err
