@@ -1,0 +1,75 @@
+"""Run directories: one per run, even for runs started in the same millisecond; the
+reactors of one run agree on theirs; a full disk while saving a model names ENOSPC and
+the path."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing as mp
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from reactors.context import new_run_id
+from rl_algos import runlog
+
+START_NS = 1_700_000_000_123_456_789  # every run below starts in the same millisecond
+
+
+def _make(root: str) -> str:
+    return runlog.run_directory("Prog", START_NS, new_run_id(), root)
+
+
+def test_concurrent_runs_in_threads_get_distinct_directories(tmp_path):
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        dirs = list(pool.map(_make, [str(tmp_path)] * 40))
+    assert len(set(dirs)) == 40
+    assert len(os.listdir(tmp_path / "Prog")) == 40
+
+
+def test_concurrent_runs_in_processes_get_distinct_directories(tmp_path):
+    with mp.get_context("spawn").Pool(4) as pool:
+        dirs = pool.map(_make, [str(tmp_path)] * 40)
+    assert len(set(dirs)) == 40
+    assert len(os.listdir(tmp_path / "Prog")) == 40
+
+
+def test_reactors_of_one_run_share_its_directory(tmp_path):
+    run_id = new_run_id()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        dirs = list(
+            pool.map(
+                lambda _: runlog.run_directory("Prog", START_NS, run_id, str(tmp_path)), range(20)
+            )
+        )
+    assert len(set(dirs)) == 1
+    assert dirs[0].endswith("-" + run_id[:8])
+    assert os.listdir(tmp_path / "Prog") == [os.path.basename(dirs[0])]
+
+
+def test_directory_of_another_run_with_the_same_short_id_is_refused(tmp_path):
+    first = "abcdef01" + "0" * 24
+    runlog.run_directory("Prog", START_NS, first, str(tmp_path))
+    with pytest.raises(FileExistsError, match="belongs to run"):
+        runlog.run_directory("Prog", START_NS, "abcdef01" + "1" * 24, str(tmp_path))
+
+
+def test_disk_full_while_saving_names_enospc_and_path(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+
+    def full(obj, f, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    path = str(tmp_path / "model.pt")
+    with pytest.raises(OSError) as info:
+        runlog.atomic_save({"w": 1}, path)
+    assert info.value.errno == errno.ENOSPC
+    assert "ENOSPC" in str(info.value) and path in str(info.value)
+    assert os.listdir(tmp_path) == []
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
