@@ -73,3 +73,50 @@ def test_disk_full_while_saving_names_enospc_and_path(tmp_path, monkeypatch):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+TWO_WRITERS = """target Python { timeout: 0 s }
+
+preamble {=
+import os
+from rl_algos.runlog import program_name, run_directory
+=}
+
+reactor Writer {
+  reaction(startup) {=
+    name = self.lf_reactor_full_name()
+    run_dir = run_directory(program_name(name), lf.time.start(), lf.run_id(), "runs")
+    with open(os.path.join(run_dir, name), "w") as f:
+      f.write(lf.run_id())
+  =}
+}
+
+main reactor {
+  a = new Writer()
+  b = new Writer()
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["processes", "threads"])
+def test_reactors_on_two_workers_agree_and_runs_differ(tmp_path, backend):
+    from conftest import build, run_program
+
+    src = tmp_path / "TwoWriters.lf"
+    src.write_text(TWO_WRITERS, encoding="utf-8")
+    launcher = build(src, tmp_path / "out")
+    for _ in range(2):
+        result = run_program(launcher, "-w", "2", "--backend", backend)
+        assert result.returncode == 0, result.stderr
+    runs = tmp_path / "out" / "runs" / "TwoWriters"
+    dirs = sorted(runs.iterdir())
+    assert len(dirs) == 2, dirs
+    ids = set()
+    for d in dirs:
+        files = {p.name: p.read_text() for p in d.iterdir() if not p.name.startswith(".")}
+        assert sorted(files) == ["TwoWriters.a", "TwoWriters.b"]
+        assert len(set(files.values())) == 1
+        run_id = files["TwoWriters.a"]
+        assert d.name.endswith("-" + run_id[:8]) and len(run_id) == 32
+        ids.add(run_id)
+    assert len(ids) == 2
