@@ -16,6 +16,7 @@ import errno
 import os
 import shutil
 import sys
+import threading
 import time
 from collections import deque
 
@@ -56,7 +57,7 @@ def _claim(path: str, run_id: str) -> None:
     reactor of the same run, or another run), so a directory is never seen without its id."""
     parent = os.path.dirname(path) or "."
     os.makedirs(parent, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}-{id(run_id):x}-{time.monotonic_ns()}"
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident():x}-{time.monotonic_ns()}"
     os.mkdir(tmp)
     try:
         with open(os.path.join(tmp, RUN_ID_FILE), "w", encoding="utf-8") as f:
@@ -105,8 +106,9 @@ def atomic_save(obj: object, path: str) -> str:
     """``torch.save(obj, path)`` through a temporary file in the same directory and
     ``os.replace``, so a reader never sees a half-written checkpoint. Returns ``path``.
 
-    Raises OSError (errno ENOSPC) naming ``path`` when the disk is full; other OSErrors pass
-    through unchanged.
+    Raises OSError with errno ENOSPC and a message naming ENOSPC and ``path`` when the disk
+    is full (torch's own OSError, or the RuntimeError its C++ writer raises on a failed write
+    while the disk has no room left); other errors pass through unchanged.
     """
     import torch
 
@@ -116,17 +118,28 @@ def atomic_save(obj: object, path: str) -> str:
         os.replace(tmp, path)
     except OSError as e:
         if e.errno == errno.ENOSPC:
-            raise OSError(errno.ENOSPC, f"ENOSPC: no space left on device saving {path}") from e
+            raise _disk_full(path) from e
         raise
     except RuntimeError as e:
-        # torch reports a failed write from its C++ writer as a RuntimeError
-        if "No space left" in str(e) or "ENOSPC" in str(e):
-            raise OSError(errno.ENOSPC, f"ENOSPC: no space left on device saving {path}") from e
+        if "write failed" in str(e) and _no_room(path):
+            raise _disk_full(path) from e
         raise
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def _disk_full(path: str) -> OSError:
+    return OSError(errno.ENOSPC, f"ENOSPC: no space left on device while saving {path}")
+
+
+def _no_room(path: str, min_free: int = 1 << 20) -> bool:
+    """Whether the file system holding ``path`` has less than ``min_free`` bytes free."""
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < min_free
+    except OSError:
+        return False
 
 
 class EpisodeLog:

@@ -120,3 +120,28 @@ def test_reactors_on_two_workers_agree_and_runs_differ(tmp_path, backend):
         assert d.name.endswith("-" + run_id[:8]) and len(run_id) == 32
         ids.add(run_id)
     assert len(ids) == 2
+
+
+def test_torch_write_failure_on_a_full_disk_names_enospc_and_path(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+
+    def full(obj, f, *a, **k):
+        raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
+
+    monkeypatch.setattr(torch, "save", full)
+    monkeypatch.setattr(runlog, "_no_room", lambda path: True)
+    path = str(tmp_path / "model.pt")
+    with pytest.raises(OSError) as info:
+        runlog.atomic_save({"w": 1}, path)
+    assert info.value.errno == errno.ENOSPC and path in str(info.value)
+
+
+def test_other_save_errors_pass_through(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+
+    def denied(obj, f, *a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(torch, "save", denied)
+    with pytest.raises(PermissionError):
+        runlog.atomic_save({"w": 1}, str(tmp_path / "model.pt"))
