@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, replace
 
 from reactors.placement import placed
 
-from . import tree
+from . import protobufs, tree
 from .analyse import Analysis, analyse
 from .check import check_classes, check_defines, check_files, find_main
 from .classes import ClassTable, ReactorClass
@@ -107,9 +108,18 @@ def compile_file(
     main_file = f.program.main_file
     out = Output(out_root or project_root(main_file), f.main.name)
     files = _target_files(main_file, f.target, rep)
+    main_model = f.program.files.get(main_file)
+    proto_pos = protobufs.property_pos(main_model.target if main_model else None, main_file)
+    protos = protobufs.resolve_protos(f.target.protobufs, main_file, proto_pos, rep)
     rep.check()
-    model = program_of(f.prog, f.analysis, f.target, out.name, main_file, project_root(main_file))
-    emit_program(out, classes, _file_preambles(f.program), f.prog, placed(model), files)
+    with tempfile.TemporaryDirectory(prefix="lfc-protoc-") as generated:
+        # protoc runs before anything is written, so a protoc error leaves no partial build
+        files += protobufs.compile_protos(protos, generated, proto_pos, rep)
+        rep.check()
+        model = program_of(
+            f.prog, f.analysis, f.target, out.name, main_file, project_root(main_file)
+        )
+        emit_program(out, classes, _file_preambles(f.program), f.prog, placed(model), files)
     if not no_compile:
         _syntax_check(out, rep)
     return out

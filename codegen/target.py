@@ -22,6 +22,7 @@ SUPPORTED = {
     "files": "files",
     "tracing": "tracing",
     "seed": "int",
+    "protobufs": "files",
 }
 #: Properties LF accepts for Python that have no effect on this implementation (warning).
 IGNORED = {
@@ -35,7 +36,6 @@ IGNORED = {
     "compile-definitions",
     "no-compile",
     "no-source-mapping",
-    "protobufs",
     "docker",
     "coordination",
     "coordination-options",
@@ -66,9 +66,12 @@ class TargetConfig:
     tracing: bool = DEFAULTS.tracing
     files: tuple[str, ...] = DEFAULTS.files
     seed: int = DEFAULTS.seed
+    # .proto files (relative to the main .lf file) compiled at build time (codegen.protobufs)
+    protobufs: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        """The ``"target"`` object of graph.json (docs/PROGRAM.md)."""
+        """The ``"target"`` object of graph.json (docs/PROGRAM.md); ``protobufs`` is used at
+        build time only and is not in it."""
         return {
             "timeout": self.timeout,
             "fast": self.fast,

@@ -150,6 +150,13 @@ class _LF:
         return CTX.package_directory
 
     @staticmethod
+    def run_id() -> str:
+        """This run's id: 32 hex digits, the same in every reactor and worker of one run and
+        different in every other run (``rl_algos.runlog.run_directory`` names directories
+        with it)."""
+        return CTX.run_id
+
+    @staticmethod
     def check_deadline(reactor: ReactorBase, invoke_deadline_handler: bool = True) -> bool:
         """``reactor.check_deadline(invoke_deadline_handler)``."""
         return ReactorBase.check_deadline(reactor, invoke_deadline_handler)

@@ -8,6 +8,7 @@ to a stand-in that forwards to the calling worker thread's scheduler.
 
 from __future__ import annotations
 
+import uuid
 from typing import Protocol
 
 from .log import Log
@@ -32,6 +33,11 @@ class RunningScheduler(Protocol):
     def request_stop(self) -> None: ...
 
 
+def new_run_id() -> str:
+    """A fresh run id: 32 lowercase hex digits, unique across runs and machines."""
+    return uuid.uuid4().hex
+
+
 class Idle:
     """Stands in for the scheduler before one runs: time 0, nothing running."""
 
@@ -45,9 +51,11 @@ class Idle:
 
 class Context:
     """What the API functions need: the scheduler (an :class:`Idle` before one runs),
-    the program's directories and the runtime's :class:`reactors.log.Log`."""
+    the program's directories, the runtime's :class:`reactors.log.Log` and the run id (made
+    once by the launcher before workers start and handed to each; a fresh one stands in for
+    code that runs outside a launched program)."""
 
-    __slots__ = ("sched", "source_directory", "package_directory", "log", "trace_handles")
+    __slots__ = ("sched", "source_directory", "package_directory", "log", "trace_handles", "run_id")
 
     def __init__(self) -> None:
         self.sched: RunningScheduler = Idle()
@@ -55,6 +63,7 @@ class Context:
         self.package_directory = ""
         self.log = Log("info")
         self.trace_handles = 0
+        self.run_id = new_run_id()
 
 
 #: The single context of this process.

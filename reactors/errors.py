@@ -215,11 +215,13 @@ def output_failed(exc: OSError, say: bool = True) -> int:
     ``| head``, or a full device): say so on stderr (when ``say``), send the rest of the
     output nowhere (so that the interpreter's last flush does not fail again) and return
     the exit status, 1 (that of a Python program whose ``print`` failed)."""
+    stdout = sys.__stdout__
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.__stdout__.fileno())
-        os.close(devnull)
-    except (AttributeError, OSError, ValueError):
+        if stdout is not None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout.fileno())
+            os.close(devnull)
+    except (OSError, ValueError):
         pass
     if say:
         sys.stderr.write(f"ERROR: cannot write the program's output: {exc.strerror or exc}\n")

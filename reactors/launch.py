@@ -11,13 +11,13 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .build import build
 from .clock import Clock
-from .context import CTX
+from .context import CTX, new_run_id
 from .errors import (
     BuildFailure,
     LaunchError,
@@ -92,6 +92,7 @@ class Options:
     backend: str | None = None  # None: processes on a GIL build, threads without GIL
     digest: str | None = None  # path of the port-value digest file (reactors.trace)
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
+    run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
 
 
 def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
@@ -198,6 +199,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     CTX.log = log
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
+    CTX.run_id = opts.run_id
     if target.tracing:
         opts.trace_file = os.path.abspath(f"{graph.name or 'program'}.trace.json")
     for what, path in (("--digest", opts.digest), ("the timing trace", opts.trace_file)):

@@ -44,6 +44,7 @@ def worker_main(
     CTX.log = log
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
+    CTX.run_id = opts.run_id
     sched = None
     smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
     try:

@@ -1,32 +1,83 @@
-"""What a training run leaves on disk: ``runs/<program>/<timestamp>/`` holding
+"""What a training run leaves on disk: ``runs/<program>/<timestamp>-<short id>/`` holding
 ``returns.csv``, ``learning_curve.png``, the model checkpoint and a copy of ``graph.json``.
 
-The timestamp is the program's logical start time (``lf.time.start()``), which every reactor
-of a run sees alike, so a logger and a learner find the same directory without exchanging
-it. ``returns.csv`` holds only logical quantities (episode, environment steps, return,
+The timestamp is the program's logical start time (``lf.time.start()``) and the short id the
+first characters of the run id (``lf.run_id()``), both of which every reactor of a run sees
+alike, so a logger and a learner find the same directory without exchanging it, while two
+runs never share one: the directory records the full run id in a ``.run_id`` file, and a
+directory already holding another run's id is an error. ``returns.csv`` holds only logical quantities (episode, environment steps, return,
 length, environment index): the same seed gives the same bytes. Wall-clock figures go to the
 terminal only.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sys
+import threading
 import time
 from collections import deque
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
 
-def run_directory(program: str, start_ns: int, root: str = "runs") -> str:
-    """``root/program/YYYYmmdd-HHMMSS-mmm`` (local time of ``start_ns``, ns since the epoch),
-    created if missing; ``root`` is relative to the current directory unless absolute."""
+#: File in a run directory holding the full id of the run that made it.
+RUN_ID_FILE = ".run_id"
+#: How many characters of the run id the directory name carries.
+SHORT_ID = 8
+
+
+def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
+    """``root/program/YYYYmmdd-HHMMSS-mmm-<run_id[:8]>`` (local time of ``start_ns``, ns
+    since the epoch), created if missing; ``root`` is relative to the current directory
+    unless absolute. Every caller with the same ``run_id`` gets the same directory; a
+    different run never does.
+
+    Raises FileExistsError when the directory belongs to another run (same short id), and
+    ValueError for an empty ``run_id``.
+    """
+    if not run_id:
+        raise ValueError("run_directory needs a run id (lf.run_id())")
     secs, ns = divmod(int(start_ns), 1_000_000_000)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(secs)) + f"-{ns // 1_000_000:03d}"
-    path = os.path.join(root, program, stamp)
-    os.makedirs(path, exist_ok=True)
+    path = os.path.join(root, program, f"{stamp}-{run_id[:SHORT_ID]}")
+    if not os.path.isdir(path):
+        _claim(path, run_id)
+    owner = _owner(path)
+    if owner != run_id:
+        raise FileExistsError(f"run directory {path} belongs to run {owner!r}, not {run_id!r}")
     return path
+
+
+def _claim(path: str, run_id: str) -> None:
+    """Create ``path`` already holding its ``.run_id`` file: the directory is filled under a
+    private name and renamed into place, which fails if ``path`` appeared meanwhile (another
+    reactor of the same run, or another run), so a directory is never seen without its id."""
+    parent = os.path.dirname(path) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident():x}-{time.monotonic_ns()}"
+    os.mkdir(tmp)
+    try:
+        with open(os.path.join(tmp, RUN_ID_FILE), "w", encoding="utf-8") as f:
+            f.write(run_id + "\n")
+        os.rename(tmp, path)
+    except OSError as e:
+        if e.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not os.path.isdir(path):
+            raise
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _owner(path: str) -> str:
+    """The run id recorded in run directory ``path`` ("" when it has none)."""
+    try:
+        with open(os.path.join(path, RUN_ID_FILE), encoding="utf-8") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
 
 
 def program_name(instance_name: str) -> str:
@@ -53,17 +104,42 @@ def copy_graph(obj: object, run_dir: str) -> str | None:
 
 def atomic_save(obj: object, path: str) -> str:
     """``torch.save(obj, path)`` through a temporary file in the same directory and
-    ``os.replace``, so a reader never sees a half-written checkpoint. Returns ``path``."""
+    ``os.replace``, so a reader never sees a half-written checkpoint. Returns ``path``.
+
+    Raises OSError with errno ENOSPC and a message naming ENOSPC and ``path`` when the disk
+    is full (torch's own OSError, or the RuntimeError its C++ writer raises on a failed write
+    while the disk has no room left); other errors pass through unchanged.
+    """
     import torch
 
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         torch.save(obj, tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise _disk_full(path) from e
+        raise
+    except RuntimeError as e:
+        if "write failed" in str(e) and _no_room(path):
+            raise _disk_full(path) from e
+        raise
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def _disk_full(path: str) -> OSError:
+    return OSError(errno.ENOSPC, f"ENOSPC: no space left on device while saving {path}")
+
+
+def _no_room(path: str, min_free: int = 1 << 20) -> bool:
+    """Whether the file system holding ``path`` has less than ``min_free`` bytes free."""
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < min_free
+    except OSError:
+        return False
 
 
 class EpisodeLog:
