@@ -32,7 +32,8 @@ def precedence_graph(prog: Elaborated) -> dict[int, set[int]]:
     """Edges reaction id -> downstream reaction ids (spec §3.5 (a) and (b)).
 
     (a) consecutive declared reactions of one instance; (b) a reaction writing a port to every
-    reaction reading a channel reachable from it through zero-delay connections, except between
+    reaction reading a channel reachable from it through zero-delay connections (the reaction
+    itself included: ``p.out -> p.inp`` closes a loop through one reaction), except between
     reactions of one instance in different modes. Synthetic forwarding reactions take part only
     through ports.
     """
@@ -57,7 +58,7 @@ def precedence_graph(prog: Elaborated) -> dict[int, set[int]]:
             for ch in insts[ref.reactor].channels(ref.name):
                 for iid, port, _ in _reach(ch, downstream):
                     for q in readers.get((iid, port), ()):
-                        if q is r or (
+                        if (
                             q.owner is r.owner
                             and q.mode != r.mode
                             and q.mode is not None

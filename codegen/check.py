@@ -317,7 +317,14 @@ class _FileChecker:
                 self.expr(i, refs)
 
     def duplicates(self, r: tree.Reactor) -> None:
-        seen: dict[str, str] = {p.name: "parameter" for p in r.parameters}
+        seen: dict[str, str] = {}
+        for p in r.parameters:
+            if p.name in seen:
+                self.rep.error(
+                    f"parameter '{p.name}' is already declared in reactor '{r.name or 'main'}'",
+                    p.pos,
+                )
+            seen[p.name] = "parameter"
         kinds = (
             tree.StateVar,
             tree.PortDecl,

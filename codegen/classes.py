@@ -8,6 +8,7 @@ declared them (imports and aliases included).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -115,6 +116,8 @@ class ClassTable:
         self._classes: dict[int, ReactorClass] = {}
         self._building: set[int] = set()
         self._pynames: set[str] = set()
+        # classes whose instantiations are still to resolve: (class, its pending iterator)
+        self._unresolved: list[tuple[ReactorClass, Iterator[tuple[Any, Any, str]]]] = []
 
     # ----------------------------------------------------------------- scopes
 
@@ -153,7 +156,30 @@ class ClassTable:
     # ----------------------------------------------------------------- classes
 
     def get(self, file: str, decl: tree.Reactor) -> ReactorClass | None:
-        """The flattened class for ``decl`` declared in ``file`` (None after an inheritance cycle)."""
+        """The flattened class for ``decl`` declared in ``file`` (None after an inheritance
+        cycle), with the classes of its children, transitively, resolved.
+
+        Children are resolved depth-first from an explicit stack, not by recursion, so that
+        containment of any depth builds without exhausting Python's stack.
+        """
+        return self._get(file, decl, drive=True)
+
+    def lookup(self, file: str, name: str, pos: tree.Pos | None) -> ReactorClass | None:
+        """Resolve a class name as seen from ``file``; reports an error when undefined."""
+        return self._lookup(file, name, pos, drive=True)
+
+    def _lookup(
+        self, file: str, name: str, pos: tree.Pos | None, drive: bool
+    ) -> ReactorClass | None:
+        hit = self.scope(file).get(name)
+        if hit is None:
+            self.rep.error(f"reactor class '{name}' is not defined", pos)
+            return None
+        return self._get(*hit, drive=drive)
+
+    def _get(self, file: str, decl: tree.Reactor, drive: bool) -> ReactorClass | None:
+        """As :meth:`get`; with ``drive`` False the children are left on the stack for the
+        caller's :meth:`_resolve_children` loop."""
         key = id(decl)
         if key in self._classes:
             return self._classes[key]
@@ -166,22 +192,28 @@ class ClassTable:
             cls = self._build(file, decl, pending)
         finally:
             self._building.discard(key)
-        self._classes[key] = cls
-        for node, mode, where in pending:  # after registering, so containment cycles terminate
-            sub = self.lookup(where, node.class_name, node.pos)
+        self._classes[key] = cls  # before the children, so containment cycles terminate
+        base = len(self._unresolved)
+        self._unresolved.append((cls, iter(pending)))
+        if drive:
+            self._resolve_children(base)
+        return cls
+
+    def _resolve_children(self, base: int) -> None:
+        """Resolve the pending instantiations on the stack above height ``base``, depth-first
+        (the order a recursive resolution would take)."""
+        while len(self._unresolved) > base:
+            cls, pending = self._unresolved[-1]
+            item = next(pending, None)
+            if item is None:
+                self._unresolved.pop()
+                continue
+            node, mode, where = item
+            sub = self._lookup(where, node.class_name, node.pos, drive=False)
             if sub is not None:
                 cls.children.append(Child(node, mode, sub))
             else:
                 cls.missing.append(node)
-        return cls
-
-    def lookup(self, file: str, name: str, pos: tree.Pos | None) -> ReactorClass | None:
-        """Resolve a class name as seen from ``file``; reports an error when undefined."""
-        hit = self.scope(file).get(name)
-        if hit is None:
-            self.rep.error(f"reactor class '{name}' is not defined", pos)
-            return None
-        return self.get(*hit)
 
     def _build(self, file: str, decl: tree.Reactor, pending: list) -> ReactorClass:
         name = decl.name or _stem(file)

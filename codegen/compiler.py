@@ -143,9 +143,12 @@ def _final_target(
     target: TargetConfig, prog: Elaborated, ov: Overrides, main_decl: tree.Reactor, rep: Reporter
 ) -> TargetConfig:
     """``target`` with the command-line overrides, and ``keepalive`` forced on (with a
-    warning) for a program with a physical action unless the program set it; ``fast`` with a
-    physical action is reported as an error."""
-    physical = any(a.origin == "physical" for i in prog.instances for a in i.actions)
+    warning) for a program with a physical action declared in its source unless the program
+    set it (the physical action a ``~>`` connection is lowered to does not count); ``fast``
+    with any physical action is reported as an error."""
+    actions = [(i, a) for i in prog.instances for a in i.actions if a.origin == "physical"]
+    physical = bool(actions)
+    declared = any(i.synthetic is None for i, _ in actions)
     target = replace(
         target,
         workers=target.workers if ov.workers is None else ov.workers,
@@ -154,7 +157,7 @@ def _final_target(
     )
     if physical and target.fast:
         rep.error("'fast: true' cannot be used in a program with physical actions", main_decl.pos)
-    if physical and not target.keepalive_set:
+    if declared and not target.keepalive_set:
         target = replace(target, keepalive=True)
         rep.warning(
             "the program has a physical action: 'keepalive' is set to true (set "

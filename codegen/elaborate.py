@@ -21,6 +21,7 @@ from .instance import (
     ReactionInst,
     TimerInst,
 )
+from .limits import MAX_CHANNELS, MAX_DEPTH, MAX_INSTANCES, MAX_WIDTH
 from .reactions import build_reaction, forward_reaction
 from .values import evaluate, time_of, width_of
 
@@ -43,6 +44,8 @@ class Elaborator:
         self.views: list[ConnectionView] = []
         self.sites: dict[str, tuple] = {}
         self._site_names: dict[tuple, str] = {}
+        self._channels = 0  # port channels declared so far (bounded by MAX_CHANNELS)
+        self._too_large = False  # a size bound was crossed (reported once)
 
     def run(self, main: ReactorClass) -> Elaborated:
         self.sites["_lf_params_main"] = (self._main_site(main), main, None)
@@ -81,6 +84,8 @@ class Elaborator:
                 f"cyclic instantiation: {names}", child.node.pos if child else cls.decl.pos
             )
             return None
+        if not self._within_bounds(child, len(stack) + 1):
+            return None
         short = child.node.name if child else cls.name
         name = short if parent is None else f"{parent.name}.{short}"
         if width > 1 or (child and child.node.width is not None):
@@ -109,8 +114,42 @@ class Elaborator:
             self._add_reaction(build_reaction(inst, i, r.node, r.mode, self.rep))
         return inst
 
+    def _within_bounds(self, child: Child | None, depth: int) -> bool:
+        """Whether one more instance at ``depth`` keeps the program within MAX_DEPTH and
+        MAX_INSTANCES; the first bound crossed is reported at ``child``'s instantiation."""
+        if child is None:
+            return True
+        if depth > MAX_DEPTH:
+            self.rep.error(
+                f"reactors are nested more than {MAX_DEPTH} levels deep here (the maximum)",
+                child.node.pos,
+            )
+            return False
+        if len(self.instances) >= MAX_INSTANCES:
+            if not self._too_large:
+                self._too_large = True
+                self.rep.error(
+                    f"the program has more than {MAX_INSTANCES:,} reactor instances "
+                    "(the maximum); this instantiation crosses it",
+                    child.node.pos,
+                )
+            return False
+        return True
+
+    def _width(self, width: tree.Width | None, scope: dict) -> int:
+        """:func:`width_of`, with widths above MAX_WIDTH reported and taken as 1."""
+        value = width_of(width, scope, self.rep)
+        if value > MAX_WIDTH and width is not None:
+            self.rep.error(
+                f"width {value} is larger than the maximum of {MAX_WIDTH:,} for a bank or "
+                "multiport",
+                width.pos,
+            )
+            return 1
+        return value
+
     def _children(self, inst: Instance, ch: Child, stack) -> None:
-        width = width_of(ch.node.width, inst.params, self.rep) if ch.node.width else 1
+        width = self._width(ch.node.width, inst.params) if ch.node.width else 1
         key = (id(ch.node), id(ch.cls))
         fn = self._site_names.setdefault(key, f"_lf_params_{len(self._site_names)}")
         self.sites[fn] = (ch, ch.cls, None)
@@ -145,7 +184,18 @@ class Elaborator:
     def _declare(self, inst: Instance) -> None:
         cls, scope, rep = inst.cls, inst.params, self.rep
         for p in cls.ports:
-            inst.ports[p.name] = PortInst(p.name, p.kind, width_of(p.width, scope, rep), p.mutable)
+            port = PortInst(p.name, p.kind, self._width(p.width, scope), p.mutable)
+            self._channels += port.channels
+            if self._channels > MAX_CHANNELS and not self._too_large:
+                self._too_large = True
+                rep.error(
+                    f"the program has more than {MAX_CHANNELS:,} port channels (the maximum); "
+                    "this port crosses it",
+                    p.pos,
+                )
+            if self._too_large:
+                port = PortInst(p.name, p.kind, -2, p.mutable)
+            inst.ports[p.name] = port
         for t in cls.timers:
             n = t.node
             inst.timers.append(

@@ -36,9 +36,19 @@ def _load_one(path: str, rep: Reporter, files: dict[str, tree.Model], at: tree.P
     if path in files:
         return
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as e:
         rep.error(f"cannot read '{path}': {e.strerror}", at)
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        rep.sources[path] = data.decode("utf-8", errors="replace")
+        rep.error(
+            f"the file is not UTF-8 text: byte 0x{data[e.start]:02x} cannot be decoded "
+            "(save it as UTF-8)",
+            _byte_pos(path, data, e.start),
+        )
         return
     rep.sources[path] = text
     try:
@@ -56,6 +66,14 @@ def _load_one(path: str, rep: Reporter, files: dict[str, tree.Model], at: tree.P
             rep.error(f"cannot find the imported file '{imp.path}'", imp.pos)
             continue
         _load_one(target, rep, files, imp.pos)
+
+
+def _byte_pos(path: str, data: bytes, offset: int) -> tree.Pos:
+    """The line and column (1-based, in characters of the decodable text before it) of byte
+    ``offset`` of ``data``."""
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
+    return tree.Pos(path, data.count(b"\n", 0, offset) + 1, column)
 
 
 def resolve_import(importer: str, imp: tree.Import) -> str | None:

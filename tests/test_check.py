@@ -197,3 +197,15 @@ def test_names_are_resolved_in_classes_that_are_never_instantiated(tmp_path):
 def test_an_instance_of_an_undefined_class_is_reported_once(tmp_path):
     errs = errors_of(tmp_path, HEAD + "main reactor Main { x = new Missing()  x.a -> x.b }")
     assert len(errs) == 1 and "reactor class 'Missing' is not defined" in errs[0]
+
+
+def test_physical_connection_leaves_keepalive_off(tmp_path):
+    f, rep = compile_text(
+        tmp_path,
+        HEAD
+        + "reactor A { input inp  output out  reaction(startup) -> out {= out.set(1) =}\n"
+        + "  reaction(inp) {= pass =} }\n"
+        + "main reactor Main { a = new A()  b = new A()  a.out ~> b.inp }",
+    )
+    assert f.target.keepalive is False
+    assert not rep.diagnostics
