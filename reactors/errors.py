@@ -9,10 +9,13 @@ and lines of the generated module are translated to ``.lf`` lines through graph.
 from __future__ import annotations
 
 import bisect
+import json
 import linecache
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -148,6 +151,26 @@ def report(exc: BaseException, what: str, smap: SourceMap, fallback=None, log=No
     err.write(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
     err.flush()
     return status
+
+
+def load_failure_hook(module_file: str, graph_path: str) -> Callable[..., None]:
+    """A ``sys.excepthook`` for the generated module ``module_file`` while it loads: an
+    exception of its preambles (e.g. a failed import) is reported once, at its ``.lf`` line
+    (read from ``graph_path``'s line map), as ``FATAL: loading the program failed at
+    File.lf:N`` and the traceback in ``.lf`` terms; the interpreter then exits with status 1."""
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if not isinstance(exc, Exception):
+            sys.__excepthook__(kind, exc, tb)
+            return
+        try:
+            with open(graph_path, encoding="utf-8") as f:
+                line_map = json.load(f)["line_map"]
+        except (OSError, ValueError, KeyError, TypeError):
+            line_map = []
+        report(exc.with_traceback(tb), "loading the program", SourceMap(module_file, line_map))
+
+    return hook
 
 
 def _has_user_frames(exc: BaseException) -> bool:
