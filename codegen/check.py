@@ -17,6 +17,9 @@ from .loader import Program
 from .names import check_names
 from .units import is_time_unit
 
+# What reaches reaction and method code as an argument beside ``self``.
+_ARGUMENTS = {"port", "timer", "action", "instance", "mode"}
+
 RESERVED = set(keyword.kwlist) | {
     "auto",
     "break",
@@ -163,6 +166,8 @@ class _FileChecker:
             self.rep.error(
                 f"'{name}' is a reserved word of the Python target and cannot name a {what}", pos
             )
+        elif name == "self" and what in _ARGUMENTS:
+            self.rep.error(f"'self' names the reactor in target code and cannot name a {what}", pos)
 
     def attributes(self, attrs) -> None:
         for a in attrs:

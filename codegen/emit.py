@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
+import shlex
 import shutil
-import stat
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 
 import jinja2
@@ -50,6 +53,10 @@ class Output:
     def launcher(self) -> str:
         return os.path.join(self.root, "bin", self.name)
 
+
+# The module's ``BUILD_ID`` while it is rendered; replaced by the build id (same length, so
+# the line map stays valid) once the module and graph.json are known.
+_NO_BUILD_ID = "0" * 16
 
 _MARK = re.compile(r"#\s(\S+\.lf):(\d+)$")
 
@@ -233,17 +240,20 @@ def emit_program(
     marks_views = _reactions_by_class(prog)
     os.makedirs(out.src_dir, exist_ok=True)
     text, line_map = _render(program.main_file, classes, preambles, prog, marks_views)
-    _write(out.module, text)
-    _write(out.graph, replace(program, line_map=line_map).dumps())
+    graph = replace(program, line_map=line_map)
+    build_id = hashlib.sha256((text + graph.dumps()).encode()).hexdigest()[: len(_NO_BUILD_ID)]
+    _write(out.module, text.replace(_NO_BUILD_ID, build_id, 1))
+    _write(out.graph, replace(graph, build_id=build_id).dumps())
     for f in files:
         _copy_into(f, out.src_dir)
     os.makedirs(os.path.dirname(out.launcher), exist_ok=True)
-    _write(
-        out.launcher, f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(out.module)}" "$@"\n'
-    )
-    os.chmod(
-        out.launcher, os.stat(out.launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
-    )
+    _write(out.launcher, launcher_text(sys.executable, os.path.abspath(out.module)), mode=0o755)
+
+
+def launcher_text(python: str, module: str) -> str:
+    """The ``sh`` launcher running ``module`` with ``python``; both paths are quoted, so no
+    character in them (blank, quote, backtick, ``$``) is interpreted by the shell."""
+    return f'#!/bin/sh\nexec {shlex.quote(python)} {shlex.quote(module)} "$@"\n'
 
 
 def _reactions_by_class(prog: Elaborated) -> dict[int, list[ReactionInst]]:
@@ -268,16 +278,34 @@ def _render(main_file, classes, preambles, prog, by_class):
         views.append(v)
     sites = [{"fn": fn, "items": _site_items(site, marks)} for fn, site in prog.sites.items()]
     text = _ENV.get_template("module.py.j2").render(
-        main_file=main_file, preambles=pre, classes=views, sites=sites
+        main_file=main_file, preambles=pre, classes=views, sites=sites, build_id=_NO_BUILD_ID
     )
     return text, marks.line_map(text)
 
 
-def _write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _write(path: str, text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` by ``text`` at once: written to a temporary file of a unique name in
+    the same folder, then renamed over ``path``; the temporary file is removed on any error.
+
+    Raises:
+        OSError: the folder cannot be written (e.g. the disk is full).
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _copy_into(src: str, dest_dir: str) -> None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import bisect
 import errno
+import json
 import linecache
 import os
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -237,6 +238,26 @@ def is_output_failure(exc: BaseException) -> bool:
         and exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)
         and not _has_user_frames(exc)
     )
+
+
+def load_failure_hook(module_file: str, graph_path: str) -> Callable[..., None]:
+    """A ``sys.excepthook`` for the generated module ``module_file`` while it loads: an
+    exception of its preambles (e.g. a failed import) is reported once, at its ``.lf`` line
+    (read from ``graph_path``'s line map), as ``FATAL: loading the program failed at
+    File.lf:N`` and the traceback in ``.lf`` terms; the interpreter then exits with status 1."""
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if not isinstance(exc, Exception):
+            sys.__excepthook__(kind, exc, tb)
+            return
+        try:
+            with open(graph_path, encoding="utf-8") as f:
+                line_map = json.load(f)["line_map"]
+        except (OSError, ValueError, KeyError, TypeError):
+            line_map = []
+        report(exc.with_traceback(tb), "loading the program", SourceMap(module_file, line_map))
+
+    return hook
 
 
 def _has_user_frames(exc: BaseException) -> bool:

@@ -29,7 +29,7 @@ from .jsonform import Mismatch, decode, encode, key
 from .target import TargetSettings
 
 #: Version of the JSON form written by :meth:`Program.dumps` and accepted by :meth:`Program.load`.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: ``width`` of a plain port (not a multiport); it has exactly one channel, index 0.
 PLAIN_WIDTH = -2
 
@@ -416,6 +416,9 @@ class Program:
     connections: tuple[Connection, ...] = ()
     line_map: tuple[LineRange, ...] = ()
     main_parameters: tuple[MainParameter, ...] = ()
+    # Shared with the generated module's ``BUILD_ID``: a module and a graph.json from two
+    # different builds are refused at launch ("" accepts any module).
+    build_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (a dict of JSON values) with ``"version"`` first."""

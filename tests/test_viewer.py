@@ -92,7 +92,7 @@ def test_graph_of_another_version_is_an_error(built, tmp_path):
         timeout=60,
     )
     assert r.returncode == 1 and r.stderr.startswith("lfc-graph: error:")
-    assert "format version: expected 2, found 1" in r.stderr
+    assert "format version: expected 3, found 1" in r.stderr
 
 
 def test_banks_are_one_box_with_their_width(built):
