@@ -8,6 +8,7 @@ import importlib.util
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -101,6 +102,8 @@ def test_workers_end_with_their_parent(chatter, sig):
     p = _start(chatter, "-w", "2", "-o", "60", "sec")
     try:
         kids = _workers(p, 2)
+        # keep reading the program's output: a full pipe would block its last writes
+        threading.Thread(target=p.stdout.read, daemon=True).start()
         time.sleep(0.3)  # both workers busy answering each other
         p.send_signal(sig)
         p.wait(10)
