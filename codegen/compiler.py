@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
 from dataclasses import dataclass, replace
 
 from reactors.placement import placed
+from reactors.program import load as load_program
 
 from . import protobufs, tree
 from .analyse import Analysis, analyse
@@ -209,8 +209,7 @@ def _syntax_check(out: Output, rep: Reporter) -> None:
     try:
         compile(text, out.module, "exec")
     except SyntaxError as e:
-        with open(out.graph, encoding="utf-8") as f:
-            line_map = json.load(f)["line_map"]
+        line_map = list(load_program(out.graph).line_map)
         pos = lf_position(line_map, e.lineno or 0, e.offset or 1, text.splitlines())
         rep.error(
             f"Python syntax error in target code: {_lf_lines_in(e.msg, line_map)}",

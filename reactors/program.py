@@ -38,11 +38,15 @@ PLAIN_WIDTH = -2
 
 
 class PortKind(StrEnum):
+    """Whether a port is an input or an output of its reactor."""
+
     INPUT = "input"
     OUTPUT = "output"
 
 
 class Origin(StrEnum):
+    """Whether an action is logical (scheduled by reactions) or physical (any thread)."""
+
     LOGICAL = "logical"
     PHYSICAL = "physical"
 
@@ -161,6 +165,8 @@ class ActionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ModeSpec:
+    """A mode of a modal reactor; ``initial`` for the one it starts in."""
+
     name: str
     initial: bool = False
 
@@ -239,6 +245,8 @@ class MutableArg:
 
 @dataclass(frozen=True)
 class ActionArg:
+    """An action of the own reactor, passed as ``name``."""
+
     KINDS: ClassVar[tuple[str, ...]] = ("action",)
     name: str
     action: str
@@ -376,10 +384,12 @@ class Channel(NamedTuple):
 
     @property
     def src(self) -> ChannelKey:
+        """The writing end ``(reactor, port, channel index)``."""
         return ChannelKey(*self[:3])
 
     @property
     def dst(self) -> ChannelKey:
+        """The reading end ``(reactor, port, channel index)``."""
         return ChannelKey(*self[3:])
 
 
