@@ -26,6 +26,7 @@ BENCHMARKS = [
     "pingpong",
     "speedup",
     "roundtrip",
+    "parallel_tags",
     "broadcast",
     "lfc_speed",
     "gym_sim",

@@ -94,9 +94,8 @@ def run(quick: bool) -> list[Row]:
     t = Table(f"Broadcast/gather {MIB} MiB, {N} receivers", "ms/round", higher_better=False)
 
     launcher = build_or_error("Broadcast16", {"n": N, "mib": MIB, "rounds": plan.rounds}, scratch())
-    our_rows(
-        t, launcher, "ms_per_round", f"{plan.rounds} rounds", 120 if plan.rounds <= 100 else 600
-    )
+    timeout = 120 if plan.rounds <= 100 else 600
+    our_rows(t, launcher, "ms_per_round", f"{plan.rounds} rounds", timeout, auto=True)
     t.peer("plain Python loop (1 process, by reference)", lambda: plain_ms(plan.rounds))
     t.peer(
         f"memcpy floor ({N + 1} copies of {MIB} MiB)", lambda: memcpy_ms(max(10, plan.rounds // 10))

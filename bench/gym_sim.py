@@ -54,7 +54,12 @@ class Sizes:
 
 QUICK = Sizes(ours=2000, sync=2000, async_=300, ray=100)
 FULL = Sizes(ours=10000, sync=10000, async_=2000, ray=1000, warmup=20, timeout=600)
-TARGETS = {"CartPole-v1": {"ray": 50, "plain": 1}}
+#: our targets: ratio of ours (one worker per core) to Ray, to the plain loop, and to ours
+#: on one worker (the speed-up of the extra workers)
+TARGETS = {
+    env: {"ray": 50, "plain": 1.2, "speedup": 1.3}
+    for env in ("CartPole-v1", "Pendulum-v1", "Blackjack-v1")
+}
 
 
 # ---------------------------------------------------------------- peers in this process
@@ -112,7 +117,16 @@ def vector_rate(kind: str, env_id: str, n: int, rounds: int, warmup: int) -> flo
 def local_rows(table: Table, env_id: str, sizes: Sizes, launcher, targets: dict) -> None:
     """Ours, the plain loop, the machine's limit and gymnasium's vector envs."""
     results: dict = {}
-    our_rows(table, launcher, "steps_per_s", f"{sizes.ours} rounds", sizes.timeout, results)
+    our_rows(
+        table,
+        launcher,
+        "steps_per_s",
+        f"{sizes.ours} rounds",
+        sizes.timeout,
+        results,
+        speedup_target=targets.get("speedup"),
+        auto=True,
+    )
     plain: dict = {}
 
     def plain_row():

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import ROOT, cores
+from .common import ROOT, Row, cores
 
 LF_BENCH = ROOT / "lf_src" / "bench"
 
@@ -69,13 +69,16 @@ class Outcome:
     wall: float
     workers: int = 1
     load: float = float("nan")
+    runnable: float = float("nan")
 
     def note(self) -> str:
-        """Worker count asked for, processes used and whole-process time, for a Row's note."""
+        """Worker count asked for, processes used and whole-process time, for a Row's note;
+        "LOADED" when other tasks than the run's kept the cores busy before it started."""
         procs = self.result.get("processes", "?")
+        mark = "LOADED: " if self.runnable > cores() else ""
         return (
-            f"-w {self.workers}: ran in {procs} process(es); whole run {self.wall:.1f} s with "
-            f"start-up; load {self.load:.1f}"
+            f"{mark}-w {self.workers}: ran in {procs} process(es); whole run {self.wall:.1f} s "
+            f"with start-up; load {self.load:.1f}, runnable before {self.runnable:.1f}"
         )
 
 
@@ -84,7 +87,9 @@ def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float
 
     Raises RuntimeError when it exits non-zero or prints no RESULT line.
     """
-    cmd = [str(launcher), "-w", str(n_workers or workers()), *args]
+    cmd = [str(launcher), "-w", str(n_workers if n_workers is not None else workers()), *args]
+    wait_for_ray_exit()
+    busy = runnable()
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     t0 = time.perf_counter()
     # a session of its own, so that a run past its time is ended with all its workers
@@ -109,13 +114,50 @@ def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float
         )
     for line in reversed(stdout.splitlines()):
         if line.startswith("RESULT "):
-            return Outcome(json.loads(line[len("RESULT ") :]), wall, int(cmd[2]), load_average())
+            result = json.loads(line[len("RESULT ") :])
+            return Outcome(result, wall, int(cmd[2]), load_average(), busy)
     raise RuntimeError(f"{launcher.name} printed no RESULT line: {_last_lines(stdout + stderr)}")
 
 
 def _last_lines(text: str, n: int = 3) -> str:
     """The last ``n`` non-empty lines (where a Python error says what went wrong)."""
     return " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-n:])
+
+
+def runnable(samples: int = 5, every_s: float = 0.05) -> float:
+    """Tasks that want a core now (the running count of /proc/loadavg, less this process),
+    averaged over a few samples; NaN where unknown."""
+    seen = []
+    for _ in range(samples):
+        try:
+            with open("/proc/loadavg", "rb") as f:
+                seen.append(int(f.read().split()[3].split(b"/")[0]) - 1)
+        except (OSError, IndexError, ValueError):
+            return float("nan")
+        time.sleep(every_s)
+    return sum(seen) / len(seen)
+
+
+def wait_for_ray_exit(limit_s: float = 30.0) -> None:
+    """Wait (at most ``limit_s``) until no Ray process is alive, so that none competes with
+    our run (``ray.shutdown()`` returns before its raylet and GCS have exited)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end and _ray_alive():
+        time.sleep(0.5)
+
+
+def _ray_alive() -> bool:
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read(300)
+        except OSError:
+            continue
+        if b"raylet" in cmd or b"gcs_server" in cmd or cmd.startswith(b"ray::"):
+            return True
+    return False
 
 
 def load_average() -> float:
@@ -141,12 +183,16 @@ def our_rows(
     timeout: float = 600,
     results: dict | None = None,
     one_worker: bool = True,
+    speedup_target: float | None = None,
+    auto: bool = False,
 ) -> None:
     """Our row (one worker per core) and, with several workers, our row on one worker (its
-    ratio is then the speed-up from the extra workers). ``launcher`` is the built program or
-    the exception that building it raised; ``key`` names the figure in its RESULT;
-    ``results[n_workers]`` receives each RESULT; ``one_worker=False`` leaves out the run on
-    one worker."""
+    ratio is then the speed-up from the extra workers, aimed at ``speedup_target``).
+    ``launcher`` is the built program or the exception that building it raised; ``key`` names
+    the figure in its RESULT; ``results[n_workers]`` receives each RESULT; ``one_worker=False``
+    leaves out the run on one worker; ``auto``: also a row for ``-w 0`` (after one run that
+    measures the reactions' costs), whose ratio is to the better of the other two (target
+    0.95)."""
     if isinstance(launcher, Exception):
         table.ours(lambda: _raise(launcher))
         return
@@ -160,10 +206,35 @@ def our_rows(
     table.ours(lambda: go(workers()))
     if one_worker and workers() > 1:
         single = table.peer(
-            "ours on 1 worker (-w 1)", lambda: go(1), note=f"ratio = speed-up from -w {workers()}"
+            "ours on 1 worker (-w 1)",
+            lambda: go(1),
+            note=f"ratio = speed-up from -w {workers()}",
+            target=speedup_target,
         )
         if table.our_figure is None and single is not None:
             table.rebase(single, f"ratio to ours on 1 worker: -w {workers()} failed")
+        if auto:
+            auto_row(table, launcher, key, timeout, results)
+
+
+def auto_row(table, launcher, key: str, timeout: float, results: dict) -> None:
+    """Our row with ``-w 0``, after a first ``-w 0`` run that measures (it has no profile yet);
+    its ratio: to the better of the other worker counts' figures in ``results``."""
+    figures = [r[key] for r in results.values() if key in r]
+    row = Row(table.workload, "ours, -w 0 (chosen)", None, table.unit)
+    try:
+        run(launcher, n_workers=0, timeout=timeout)
+        out = run(launcher, n_workers=0, timeout=timeout)
+        row.figure = out.result[key]
+        row.note = out.note()
+        if figures and row.figure:
+            best = max(figures) if table.higher_better else min(figures)
+            row.ratio = row.figure / best if table.higher_better else best / row.figure
+            met = "MET" if row.ratio >= 0.95 else "MISSED"
+            row.note += f"; ratio to the better of the other worker counts, target >= 0.95: {met}"
+    except Exception as e:  # noqa: BLE001 - a failure is a row
+        row.status = f"FAILED: {type(e).__name__}: {e}"[:240]
+    table.rows.append(row)
 
 
 def result_of(results: dict) -> dict:

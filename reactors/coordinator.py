@@ -12,6 +12,10 @@ physical time, a worker whose threads posted a physical event or a stop request 
 report and rings; the coordinator then recomputes the next tag, as one worker's scheduler
 does when woken.
 
+In a free-running run (:func:`reactors.plan.free_running`: no rule needs physical time) the
+workers decide each next tag themselves, all alike, and worker 0 only prints each tag's output
+and ends the run (:meth:`Coordinator.complete`); the start tag is still published here.
+
 The program's own process (or main thread) only supervises (:func:`reactors.parallel.
 supervise`): it notices the end of the run, failures (a worker sets ``FAILS`` and its
 ``STATUS``/``CODE``), dead workers and signals, and then sets ``STATE = ABORT``, which every
@@ -61,8 +65,9 @@ from .sync import (
 from .transport import Bell, ChannelReader, Idle, Waker
 from .worker import Aborted, WorkerScheduler
 
-#: Every worker's stdout channel: the pseudo port and its reader, in worker order.
-Outputs = Sequence[tuple[OutputPort, ChannelReader]]
+#: Every worker's stdout channels: the pseudo port and its readers (of even tags, of odd
+#: tags), in worker order.
+Outputs = Sequence[tuple[OutputPort, tuple[ChannelReader, ChannelReader]]]
 
 
 class WorkerFailed(Exception):
@@ -93,7 +98,8 @@ def write_output(ctl: Control, outputs: Outputs, seq: int, stream: TextIO) -> No
     if cells[PRINTED] >= seq:
         return
     chunks: list[tuple[int, str]] = []
-    for port, reader in outputs:
+    for port, readers in outputs:
+        reader = readers[seq & 1]
         if cells[reader.state_cell] == 2 * seq + 1:  # that worker sent text of tag seq
             port._p = False
             reader.receive(seq)
@@ -173,6 +179,17 @@ class Coordinator:
         nt, nm = self.engine.next_tag(self._reports, self._sleep_until)
         self._go(self.seq + 1, nt, nm)
         return True
+
+    def complete(self, seq: int, final: bool) -> None:
+        """In a free-running run (the workers agree on tags themselves), after every
+        worker's ``DONE`` of tag ``seq``: print the tag's output and, after the stop tag
+        (``final``), end the run."""
+        self._check_failed()
+        write_output(self.ctl, self.outputs, seq, self.stream)
+        if final:
+            own = self.worker.engine
+            self.engine.time, self.engine.micro = own.time, own.micro
+            self._finish()
 
     # ------------------------------------------------------------------ steps
 

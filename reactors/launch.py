@@ -35,6 +35,7 @@ from .target import DEFAULTS, TargetSettings
 from .units import parse_duration
 
 if TYPE_CHECKING:
+    from .costs import Calibrator
     from .trace import Timeline, _Recording
 
 #: A one-worker run's recorders, the digest's and the timing trace (None: not asked for).
@@ -49,6 +50,7 @@ usage: {prog} [options]
   --backend processes|threads             how workers run when there are several
   --digest <file>                         write a digest of every port value at every tag
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
+  --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
 
@@ -94,6 +96,8 @@ class Options:
     digest: str | None = None  # path of the port-value digest file (reactors.trace)
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
     run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
+    verbose: bool = False  # explain choices on stderr
+    profile: str | None = None  # where a -w 0 run on one worker saves what it measured
 
 
 def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
@@ -121,6 +125,8 @@ def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Opt
             if not args or not args[0].isdigit():
                 raise LaunchError(f"{a} expects a non-negative integer")
             o.workers = int(args.pop(0))
+        elif a == "--verbose":
+            o.verbose = True
         elif a == "--backend":
             if not args or args[0] not in ("processes", "threads"):
                 raise LaunchError(f"{a} expects 'processes' or 'threads'")
@@ -223,13 +229,31 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if problem:
             log.error(f"{what}: cannot write {path}: {problem}")
             return 1
-    if opts.workers != 1:  # one worker (the default) does not even import the parallel code
+    workers = opts.workers
+    if workers == 0 and not target.single_threaded:
+        workers = _auto_workers(module, graph, opts, log)
+    if workers != 1:  # one worker (the default) does not even import the parallel code
         from . import parallel
 
-        workers = parallel.workers_for(graph, opts.workers)
+        workers = parallel.workers_for(graph, workers)
         if workers > 1:
             return parallel.run(module, graph, opts, log, workers)
     return _run(module, graph, opts, log)
+
+
+def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
+    """The worker count of ``-w 0`` (:func:`reactors.costs.choose`, from the profile beside
+    the program's module); when it is one worker, the run measures and saves a profile."""
+    from .costs import PROFILE, Profile, choose
+    from .sync import CONTENTION
+
+    path = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or ".")), PROFILE)
+    choice = choose(graph, Profile.load(path), CONTENTION.cores, busy=not CONTENTION.spin_ok())
+    if opts.verbose:
+        log.info(f"-w 0: {choice.reason}")
+    if choice.workers == 1:
+        opts.profile = path
+    return choice.workers
 
 
 def unwritable(path: str) -> str | None:
@@ -268,10 +292,13 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         log=log,
     )
     records = _recorders(sched, opts)
+    calibrator = _calibrator(sched, graph, opts)
     saved = catch_stop_signals()
     try:
         sched.run()
         _write_records(records, opts)
+        if calibrator is not None:
+            _save_profile(calibrator, opts, log)
     except KeyboardInterrupt:
         log.info("---- Interrupted (Ctrl-C); stopping.")
         return STATUS_INTERRUPTED
@@ -286,6 +313,25 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     finally:
         restore_signals(saved)
     return 0
+
+
+def _calibrator(sched: Scheduler, graph: Program, opts: Options) -> Calibrator | None:
+    """A :class:`reactors.costs.Calibrator` timing the first tags, if this run measures."""
+    if opts.profile is None:
+        return None
+    from .costs import Calibrator, reaction_names
+
+    return Calibrator(sched, reaction_names(graph))
+
+
+def _save_profile(calibrator: Calibrator, opts: Options, log: Log) -> None:
+    profile = calibrator.profile()
+    if profile is None or opts.profile is None:
+        return
+    saved = profile.save(opts.profile)
+    if opts.verbose:
+        what = f"saved {opts.profile}" if saved else f"could not write {opts.profile}"
+        log.info(f"-w 0: measured {profile.tags} tags; {what}")
 
 
 def _recorders(sched: Scheduler, opts: Options) -> Records:

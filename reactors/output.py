@@ -72,8 +72,21 @@ class OutputPort:
         self._p = True
 
 
-def output_readers(channels: Channels, plan: Plan) -> list[tuple[OutputPort, ChannelReader]]:
-    """``(OutputPort, reader)`` of every worker's stdout channel, in worker order (for
-    :func:`reactors.coordinator.write_output`)."""
-    ports = [OutputPort() for _ in range(plan.workers)]
-    return [(p, channels.reader(plan.output_channel(w), p)) for w, p in enumerate(ports)]
+def output_readers(
+    channels: Channels, plan: Plan
+) -> list[tuple[OutputPort, tuple[ChannelReader, ChannelReader]]]:
+    """``(OutputPort, (reader of even tags, reader of odd tags))`` of every worker's stdout
+    channels, in worker order (for :func:`reactors.coordinator.write_output`)."""
+    out = []
+    for w in range(plan.workers):
+        p = OutputPort()
+        out.append(
+            (
+                p,
+                (
+                    channels.reader(plan.output_channel(w, 0), p),
+                    channels.reader(plan.output_channel(w, 1), p),
+                ),
+            )
+        )
+    return out

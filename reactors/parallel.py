@@ -22,7 +22,7 @@ from . import supervisor
 from .log import Log
 from .plan import Plan, make_plan, workers_for
 from .processes import ProcessTransport
-from .program import Origin, Program
+from .program import Program
 from .shm import SharedMemoryFull
 from .threads import ThreadTransport
 from .transport import Transport
@@ -49,7 +49,7 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
     transport = BACKENDS[backend]
     plan = make_plan(graph, workers)
     log.log(f"---- Running on {workers} workers ({backend})")
-    if opts.fast and any(a.origin == Origin.PHYSICAL for r in graph.reactors for a in r.actions):
+    if opts.fast and graph.physical_actions:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     try:
         chosen = transport(plan)

@@ -2,9 +2,10 @@
 
 A :class:`Plan` is a pure function of the graph and the worker count, so the supervisor and
 every worker compute (or receive) the same one. Its channels are numbered once for every
-transport: the crossings first (:func:`reactors.topology.crossings`, in their order), then one
-stdout channel per worker (:meth:`Plan.output_channel`), which carries what that worker's
-reactions printed during a tag to the coordinator.
+transport: the crossings first (:func:`reactors.topology.crossings`, in their order), then two
+stdout channels per worker (:meth:`Plan.output_channel`, one for tags of each parity), which
+carry what that worker's reactions printed during a tag to the coordinator. Two, so that a
+worker may send the text of tag ``s + 1`` before the coordinator printed that of tag ``s``.
 """
 
 from __future__ import annotations
@@ -14,27 +15,30 @@ from dataclasses import dataclass
 from .build import Assembly
 from .placement import place, resolve_workers
 from .program import Program
-from .topology import Crossing, access, crossings
+from .topology import Batch, Crossing, access, batches, crossings
 
 
 @dataclass(frozen=True)
 class Plan:
     """Who runs what: ``placement[reactor id]`` -> worker, ``owned[w]`` the reactor ids of
-    worker ``w``, ``crossings`` the channels between workers (:mod:`reactors.topology`)."""
+    worker ``w``, ``crossings`` the channels between workers and ``batches`` how they are
+    published (:mod:`reactors.topology`)."""
 
     workers: int
     placement: tuple[int, ...]
     owned: tuple[frozenset[int], ...]
     crossings: tuple[Crossing, ...]
+    batches: tuple[Batch, ...] = ()
 
     @property
     def channels(self) -> int:
-        """Channels of the run: the crossings, then one stdout channel per worker."""
-        return len(self.crossings) + self.workers
+        """Channels of the run: the crossings, then two stdout channels per worker."""
+        return len(self.crossings) + 2 * self.workers
 
-    def output_channel(self, w: int) -> int:
-        """The index of worker ``w``'s stdout channel."""
-        return len(self.crossings) + w
+    def output_channel(self, w: int, parity: int) -> int:
+        """The index of worker ``w``'s stdout channel for tags ``seq`` with ``seq % 2 ==
+        parity``."""
+        return len(self.crossings) + 2 * w + parity
 
     def names(self, graph: Program, w: int) -> str:
         """The reactors of worker ``w`` that have reactions, for messages."""
@@ -49,12 +53,24 @@ def make_plan(graph: Program, workers: int) -> Plan:
     owned: list[set[int]] = [set() for _ in range(workers)]
     for rid, w in enumerate(placement):
         owned[w].add(rid)
+    found = crossings(graph, placement)
     return Plan(
         workers,
         tuple(placement),
         tuple(frozenset(o) for o in owned),
-        tuple(crossings(graph, placement)),
+        tuple(found),
+        tuple(batches(found, access(graph).level)),
     )
+
+
+def free_running(graph: Program, fast: bool, keepalive: bool) -> bool:
+    """Whether the workers of a run may agree on every next tag among themselves, each from
+    all workers' reports, instead of waiting for the coordinator's decision: when no rule
+    needs physical time (``fast``, no physical action, no keepalive idling), the next tag is
+    a pure function of the reports (:func:`reactors.engine.decide`), so every worker
+    computes the same one and a tag costs one exchange instead of a round through the
+    coordinator."""
+    return fast and not keepalive and not graph.physical_actions
 
 
 def workers_for(graph: Program, requested: int) -> int:

@@ -42,7 +42,7 @@ from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
 from .worker import Aborted
 from .worker_life import report_failure, worker_main
 
-SPIN_NS = 50_000  # spin (with sched_yield) this long before blocking, ns
+SPIN_NS = 50_000  # poll this long before blocking (while the cores are free), ns
 _GRACE_S = 2.0  # how long stopped workers get to exit before SIGTERM, then SIGKILL
 _EXIT_S = 60.0  # how long finished workers get to write their records and exit
 
@@ -110,10 +110,11 @@ class ProcessTransport:
         self.plan = plan
         n = plan.workers
         self.prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
-        self.segment = Segment(self.prefix + "ctl", True, Control.size(n, plan.channels))
+        size = Control.size(n, plan.channels, len(plan.batches))
+        self.segment = Segment(self.prefix + "ctl", True, size)
         buf = self.segment.buf
         assert buf is not None  # an open segment has its buffer
-        self.control = Control(buf, n, plan.channels)
+        self.control = Control(buf, n, plan.channels, len(plan.batches))
         self.control.init()
         self.fds = [FdBell.new() for _ in range(n + 1)]  # one per worker, then the supervisor's
         self.procs: list[BaseProcess] = []
@@ -260,7 +261,7 @@ def _child(spec: _Spec) -> None:
     except FileNotFoundError:  # the run already ended
         sys.exit(1)
     assert seg.buf is not None  # an open segment has its buffer
-    ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels)
+    ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels, len(spec.plan.batches))
     bells = [FdBell(f) for f in spec.fds]
     log = Log(spec.logging)
     end = Endpoint(ctl, bells, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS, _idle(ctl, spec))

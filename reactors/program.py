@@ -430,6 +430,11 @@ class Program:
     # different builds are refused at launch ("" accepts any module).
     build_id: str = ""
 
+    @property
+    def physical_actions(self) -> bool:
+        """Whether any reactor has a physical action (``~>`` connections included)."""
+        return any(a.origin is Origin.PHYSICAL for r in self.reactors for a in r.actions)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON form (a dict of JSON values) with ``"version"`` first."""
         return {"version": FORMAT_VERSION, **encode(self)}

@@ -16,6 +16,8 @@ Values, by kind:
   reader that sees its program keep received arrays switches that channel to copying.
 - a CPU torch tensor (no grad): one copy in, one copy out (``torch.from_numpy`` of a copy);
 - None, a bool, an int64 or a float: in the channel's inline cells (no pickle, no slot);
+- a small numpy array, a tuple or list of scalars, a small dict of scalars: in the inline cells
+  through the compact codec (:mod:`reactors.codec`: one copy in, one copy out, no pickle);
 - anything else: ``pickle`` protocol 5, inline when it is small and has no out-of-band
   buffers, else in a slot with its out-of-band buffers, copied out by the reader.
 
@@ -34,6 +36,7 @@ from collections.abc import Iterable
 from multiprocessing import resource_tracker, shared_memory
 from typing import TYPE_CHECKING, Any
 
+from .codec import Packer, Unpacker
 from .port import Port
 from .sync import (
     C_GEN,
@@ -41,6 +44,7 @@ from .sync import (
     C_KIND,
     C_META,
     C_NBYTES,
+    C_PACK,
     C_SLOT,
     C_STATE,
     INLINE_CELLS,
@@ -50,7 +54,7 @@ from .sync import (
 if TYPE_CHECKING:  # not ``as np``: a module-level ``np`` import changes how CPython compiles
     import numpy  # the ``np.f(...)`` calls of the functions below
 
-K_NONE, K_ARRAY, K_TENSOR, K_PICKLE, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_SMALL = range(9)
+K_NONE, K_ARRAY, K_TENSOR, K_PICKLE, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_SMALL, K_PACKED = range(10)
 _INLINE_BYTES = 8 * INLINE_CELLS
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 _ALIGN = 64
@@ -177,6 +181,7 @@ class Writer:
         self.port = port
         self.prefix = f"{prefix}c{index}"
         self.slots: list[list[Any]] = []  # [Segment, generation, capacity] per slot
+        self.packer = Packer(ctl.raw, 8 * self.inline, _INLINE_BYTES, self.cells, base + C_PACK)
 
     def publish(self, seq: int) -> None:
         """Store the port's value if present, then publish ``(seq, present)``. None, bools,
@@ -189,14 +194,19 @@ class Writer:
             if cls is int and _INT_MIN <= v <= _INT_MAX:
                 c[self.inline] = v
                 c[b + C_KIND] = K_INT
+                self.packer.sig = None  # its header was overwritten: a new one next time
             elif cls is float:
                 self.floats[self.inline] = v
                 c[b + C_KIND] = K_FLOAT
+                self.packer.sig = None
             elif v is None:
                 c[b + C_KIND] = K_NONE
             elif cls is bool:
                 c[b + C_KIND] = K_TRUE if v else K_FALSE
+            elif self.packer.pack(v):
+                c[b + C_KIND] = K_PACKED
             else:
+                self.packer.sig = None
                 self._store(v)
             c[b + C_STATE] = 2 * seq + 1
         else:
@@ -320,6 +330,7 @@ class Reader:
         self.maps: dict[int, tuple[int, Segment]] = {}  # slot -> (generation, Segment)
         self.held: dict[int, numpy.ndarray] = {}  # slot -> the array handed out from it
         self.copying = False
+        self.unpacker = Unpacker(ctl.raw, 8 * self.inline, self.cells, base + C_PACK)
 
     def receive(self, seq: int) -> None:
         """Read the record of tag ``seq`` (already published); if present, set the port's
@@ -332,7 +343,9 @@ class Reader:
         kind = c[b + C_KIND]
         value: Any
         if kind >= K_INT:
-            if kind == K_INT:
+            if kind == K_PACKED:
+                value = self.unpacker.unpack()
+            elif kind == K_INT:
                 value = c[self.inline]
             elif kind == K_FLOAT:
                 value = self.floats[self.inline]

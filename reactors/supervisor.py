@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
-from .coordinator import WorkerFailed, failure, write_output
+from .coordinator import Outputs, WorkerFailed, failure, write_output
 from .errors import Signalled, catch_stop_signals, output_failed, restore_signals
 from .log import Log
-from .output import OutputPort, output_readers
+from .output import output_readers
 from .plan import Plan
 from .program import Program
 from .records import merge_records
-from .sync import ABORT, FAILS, FINISHED, GO_SEQ, STATE, Control
-from .transport import Bell, ChannelReader, Idle, Transport, Waker, WorkerDied
+from .sync import ABORT, FAILS, FINISHED, PRINTED, STATE, Control
+from .transport import Bell, Idle, Transport, Waker, WorkerDied
 
 STATUS_INTERRUPTED = 130  # 128 + SIGINT
 STATUS_TERMINATED = 128 + signal.SIGTERM
@@ -114,12 +114,12 @@ def stop_workers(ctl: Control, bells: Sequence[Waker]) -> None:
             b.ring()
 
 
-def write_pending_output(
-    ctl: Control, outputs: list[tuple[OutputPort, ChannelReader]], stream: TextIO
-) -> None:
-    """After an abnormal end (workers stopped): print the text of the last tag that the
-    coordinator did not print."""
-    write_output(ctl, outputs, ctl.cells[GO_SEQ], stream)
+def write_pending_output(ctl: Control, outputs: Outputs, stream: TextIO) -> None:
+    """After an abnormal end (workers stopped): print the text of the tags that the
+    coordinator did not print (workers are at most one tag apart: two tags at most)."""
+    printed = ctl.cells[PRINTED]
+    for seq in (printed + 1, printed + 2):
+        write_output(ctl, outputs, seq, stream)
 
 
 def _main_thread() -> bool:

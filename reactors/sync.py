@@ -7,10 +7,10 @@ a writer stores the data cells first and the *publishing* cell (a sequence numbe
 reader waits for the publishing cell, then reads the data (x86-64 keeps stores in order; see
 README for the memory-order assumption).
 
-A waiter (:func:`wait`) first polls its condition, calling ``os.sched_yield()`` between checks
-for at most ``spin_ns`` (measured: 1.6 µs round trip), then announces that it sleeps (its
-``SLEEP`` cell), re-checks, and blocks in the kernel on its :class:`Bell` (an ``eventfd`` for
-processes, a ``threading.Event`` for threads) with a timeout that grows from 1 ms to 50 ms.
+A waiter (:func:`wait`) first polls its condition for at most ``spin_ns`` (only while the
+cores are not all busy with other tasks: :class:`Contention`), then announces that it sleeps
+(its ``SLEEP`` cell), re-checks, and blocks in the kernel on its :class:`Bell` (an ``eventfd`` for processes, a
+``threading.Event`` for threads) with a timeout that grows from 1 ms to 50 ms.
 A waker rings a bell only when the owner announced it sleeps (:func:`ring_if_sleeping`). The
 timeout bounds the cost of the one unfenced race (store/load reordering between the
 announcement and the re-check) and lets waiters notice an abort or a dead parent.
@@ -30,16 +30,21 @@ GO_SEQ, GO_T, GO_M, STOP_T, STOP_M, STATE, START_T, COORD_SLEEP, FAILS, PRINTED 
 HEADER = 16
 # STATE values
 STARTING, RUNNING, FINISHED, ABORT = range(4)
-# per-worker cells, at worker_base(w) + ...
+# per-worker cells, at worker_base(w) + ...; NEXT_T..REQ_M: the report of the coordinated
+# protocol; REPORT[p] + (0, 1, 2, 3): that of the free-running one for tags of parity p
 DONE, NEXT_T, NEXT_M, REQ_T, REQ_M, REV, SLEEP, STATUS, CODE, LOST = range(10)
+REPORT = (NEXT_T, 10)
 WORKER_STRIDE = 16
 # STATUS values
 W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
 # per-channel cells, at channel_base(c) + ...; HELD + w is reader w's bitmask of held slots;
 # then INLINE_CELLS cells (after the W held cells) where small values travel inline
-C_STATE, C_KIND, C_SLOT, C_GEN, C_NBYTES, C_META = range(6)
-C_HELD = 6
-INLINE_CELLS = 32
+C_STATE, C_KIND, C_SLOT, C_GEN, C_NBYTES, C_META, C_PACK = range(7)
+C_HELD = 7
+INLINE_CELLS = 64
+# per-batch cells (reactors.topology.Batch), at batch_cell(b): the last tag sequence number
+# published; one 64-byte line each, so that workers publishing batches share no cache line
+BATCH_STRIDE = 8
 
 NONE_T = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
 
@@ -67,28 +72,42 @@ class Bell(Waker, Protocol):
 
 class Control:
     """The int64 cell array shared by the coordinator and ``workers`` workers with ``channels``
-    crossing channels. ``buf`` is a writable buffer of at least :meth:`size` bytes (zeroed);
+    crossing channels published in ``batches`` batches. ``buf`` is a writable buffer of at
+    least :meth:`size` bytes (zeroed);
     ``cells`` is the int64 memoryview the hot paths index directly; ``floats`` views the same
     cells as float64 and ``raw`` as bytes (for values that travel inline)."""
 
-    def __init__(self, buf: bytearray | memoryview, workers: int, channels: int):
+    def __init__(self, buf: bytearray | memoryview, workers: int, channels: int, batches: int = 0):
         self.workers = workers
         self.channels = channels
-        self.raw = memoryview(buf).cast("B")[: self.size(workers, channels)]
+        self.batches = batches
+        self.raw = memoryview(buf).cast("B")[: self.size(workers, channels, batches)]
         self.cells = self.raw.cast("q")
         self.floats = self.raw.cast("d")
         self.channel_stride = C_HELD + workers + INLINE_CELLS
 
     @staticmethod
-    def size(workers: int, channels: int) -> int:
-        """Bytes needed for this many workers and crossing channels."""
-        return 8 * (HEADER + WORKER_STRIDE * workers + (C_HELD + workers + INLINE_CELLS) * channels)
+    def size(workers: int, channels: int, batches: int = 0) -> int:
+        """Bytes needed for this many workers, crossing channels and batches."""
+        per_channel = C_HELD + workers + INLINE_CELLS
+        return 8 * (
+            HEADER + WORKER_STRIDE * workers + per_channel * channels + BATCH_STRIDE * batches
+        )
 
     def worker_base(self, w: int) -> int:
         return HEADER + WORKER_STRIDE * w
 
     def channel_base(self, c: int) -> int:
         return HEADER + WORKER_STRIDE * self.workers + self.channel_stride * c
+
+    def batch_cell(self, b: int) -> int:
+        """The cell of batch ``b``: the sequence number of the last tag it was published for."""
+        return (
+            HEADER
+            + WORKER_STRIDE * self.workers
+            + self.channel_stride * self.channels
+            + BATCH_STRIDE * b
+        )
 
     def init(self) -> None:
         """Initial values (by the coordinator, before any worker starts)."""
@@ -101,6 +120,8 @@ class Control:
             c[b + NEXT_T] = c[b + REQ_T] = NONE_T
         for ch in range(self.channels):
             c[self.channel_base(ch) + C_STATE] = -2
+        for b in range(self.batches):
+            c[self.batch_cell(b)] = -1
 
     def inline_base(self, c: int) -> int:
         """The first inline cell of channel ``c``."""
@@ -185,6 +206,48 @@ def ring_if_sleeping(cells: memoryview, sleep_cell: int, bell: Waker) -> None:
 _SLICE_MIN_S, _SLICE_MAX_S = 0.001, 0.05
 
 
+class Contention:
+    """Whether a waiter may spin: not while other runnable tasks already fill the cores.
+
+    A spinning waiter is one more task that wants a core. When the other runnable tasks
+    (the worker it waits for included) are at least as many as the cores this process may
+    use, the spin only takes CPU time from them, so the waiter blocks at once; the kernel
+    wakes a blocked waiter quickly, since it slept. Sampled from the running-task count of
+    ``/proc/loadavg`` at most every ``period_ns`` (which counts the sampler itself); where
+    that file does not exist, waiters always spin.
+    """
+
+    def __init__(self, period_ns: int = 10_000_000, path: str = "/proc/loadavg"):
+        self.period_ns = period_ns
+        self.path = path
+        try:
+            self.cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            self.cores = os.cpu_count() or 1
+        self.checked = -period_ns
+        self.spin = True
+
+    def spin_ok(self) -> bool:
+        """Whether spinning pays now (a cached answer, refreshed every ``period_ns``)."""
+        now = perf_counter_ns()
+        if now - self.checked >= self.period_ns:
+            self.checked = now
+            self.spin = self._others() < self.cores
+        return self.spin
+
+    def _others(self) -> int:
+        """Runnable tasks other than the caller (0 when unknown)."""
+        try:
+            with open(self.path, "rb") as f:
+                running = f.read().split()[3].split(b"/")[0]
+            return int(running) - 1
+        except (OSError, IndexError, ValueError):
+            return 0
+
+
+CONTENTION = Contention()
+
+
 def wait(
     cond: Callable[[], bool],
     cells: memoryview,
@@ -193,8 +256,11 @@ def wait(
     spin_ns: int,
     idle: Idle | None = None,
 ) -> None:
-    """Return once ``cond()`` is true: spin (with ``os.sched_yield``) up to ``spin_ns``, then
-    block on ``bell`` with the sleeping announcement in ``cells[sleep_cell]``.
+    """Return once ``cond()`` is true: poll it up to ``spin_ns`` (unless the cores are busy,
+    :data:`CONTENTION`), then block on ``bell`` with the sleeping announcement in
+    ``cells[sleep_cell]``. No ``os.sched_yield``: with another runnable task on the core it
+    hands the core over for a whole time slice (measured: 0.5 ms per call with one other
+    busy process), far longer than a kernel wake-up.
 
     ``idle(ready_fds)`` is called after every blocking slice (it may raise to give up, e.g.
     on an abort or when the parent process died). ``cond`` must include any abort condition
@@ -202,15 +268,12 @@ def wait(
     """
     if cond():
         return
-    if spin_ns:
-        end = perf_counter_ns() + spin_ns
-        yield_ = os.sched_yield
-        while True:
-            yield_()
+    if spin_ns and CONTENTION.spin_ok():
+        now = perf_counter_ns
+        end = now() + spin_ns
+        while now() < end:
             if cond():
                 return
-            if perf_counter_ns() > end:
-                break
     slice_s = _SLICE_MIN_S
     while True:
         bell.clear()

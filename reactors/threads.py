@@ -127,7 +127,8 @@ class ThreadTransport:
     def __init__(self, plan: Plan):
         self.plan = plan
         n, channels = plan.workers, plan.channels
-        self.control = Control(bytearray(Control.size(n, channels)), n, channels)
+        size = Control.size(n, channels, len(plan.batches))
+        self.control = Control(bytearray(size), n, channels, len(plan.batches))
         self.control.init()
         self.bells = [ThreadBell() for _ in range(n + 1)]  # one per worker, then the supervisor's
         self.real_stdout: TextIO = sys.stdout

@@ -137,6 +137,64 @@ def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
     return out
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Crossings that one writer worker publishes together, once per tag: one sequence bump
+    and one wake-up per reader worker instead of one per channel.
+
+    ``index``: position in the program's list of batches (its control cell); ``writer``: the
+    writing worker; ``members``: the crossings' indices; ``last_write``: the highest rank that
+    writes any of them (the batch is published once the writer's reactions up to it ran);
+    ``first_read``: reader worker -> the lowest rank there that reads any of them.
+    """
+
+    index: int
+    writer: int
+    members: tuple[int, ...]
+    last_write: int
+    first_read: dict
+
+    @property
+    def readers(self) -> tuple[int, ...]:
+        """The reading workers, sorted."""
+        return tuple(sorted(self.first_read))
+
+
+def batches(found: list[Crossing], level: list[int]) -> list[Batch]:
+    """The crossings grouped into batches: per writer, in order of ``last_write``, a crossing
+    joins the current batch when its last writer has the batch's level (``level[rank]``) and
+    it is written before every read of the batch's crossings. Publishing a batch after its
+    highest writing rank thus delays no reader past its first reading rank: the ranks between
+    a batch's writes belong to one level, whose reactions do not read each other's outputs.
+    """
+    out: list[Batch] = []
+    by_writer: dict[int, list[Crossing]] = {}
+    for c in found:
+        by_writer.setdefault(c.writer, []).append(c)
+    for w in sorted(by_writer):
+        group: list[Crossing] = []
+        for c in sorted(by_writer[w], key=lambda c: (c.last_write, c.index)):
+            if group and (
+                level[c.last_write] != level[group[0].last_write]
+                or c.last_write >= min(min(g.first_read.values()) for g in group)
+            ):
+                out.append(_batch(len(out), w, group))
+                group = []
+            group.append(c)
+        if group:
+            out.append(_batch(len(out), w, group))
+    return out
+
+
+def _batch(index: int, writer: int, group: list[Crossing]) -> Batch:
+    first: dict[int, int] = {}
+    for c in group:
+        for v, r in c.first_read.items():
+            first[v] = min(first.get(v, r), r)
+    members = tuple(c.index for c in group)
+    return Batch(index, writer, members, max(c.last_write for c in group), first)
+
+
 def ancestors(program: Program, ids: Iterable[int]) -> set[int]:
     """``ids`` and all their ancestors (the containers a worker needs to build them)."""
     reactors = program.reactors

@@ -6,16 +6,27 @@ order, and exchanges port values with other workers through *crossings* (root ch
 writer lives here and readers elsewhere, or the reverse):
 
 - before running a reaction of rank ``r`` (or before leaving the tag), it receives every
-  incoming crossing that some reaction here with rank <= ``r`` reads (waiting for its writer
-  if needed; its presence may trigger more reactions here);
-- as soon as every reaction here that can write an outgoing crossing has had its turn, the
-  crossing is published for this tag (present with its value, or absent), and the readers that
-  sleep are woken.
+  incoming batch of crossings (:class:`reactors.topology.Batch`) that some reaction here with
+  rank <= ``r`` reads (waiting for its writer if needed; their presence may trigger more
+  reactions here);
+- as soon as every reaction here that can write an outgoing batch's crossings has had its
+  turn, the batch is published for this tag (each crossing present with its value, or absent;
+  then the batch's sequence cell), and the reader workers that sleep are woken.
 
 Ranks respect precedence, so a writer's last rank is below every reader's first rank and the
 scheme cannot deadlock; at each tag a worker's reactions see exactly the port values they would
 see on one worker. At the end of a tag the worker reports its earliest pending event and stop
-request (:meth:`reactors.sync.Control.write_report`), flushes stdout and publishes ``DONE``.
+request, sends what its reactions printed and publishes ``DONE``. Then, by the protocol of the
+run (:func:`reactors.plan.free_running`):
+
+- *coordinated*: it waits for the coordinator's ``GO`` of the next tag (worker 0 runs the
+  coordinator, which waits for every ``DONE``, prints, and decides the tag, possibly after
+  waiting for physical time or physical events);
+- *free-running*: it waits for every worker's ``DONE`` and applies the next-tag rule
+  (:func:`reactors.engine.decide`) to all the reports itself: every worker gets the same tag
+  without a round through the coordinator. Reports and stdout channels alternate between two
+  sets by the parity of the tag, since a worker may finish tag ``s + 1`` before a slower one
+  has read the reports of tag ``s``. Worker 0 prints each tag's text after the exchange.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from heapq import heappop
 from typing import TYPE_CHECKING, Protocol
 
 from .clock import Clock
+from .engine import decide
 from .log import Log
 from .output import Captured, OutputPort
 from .scheduler import Scheduler
@@ -33,11 +45,13 @@ from .sync import (
     ABORT,
     COORD_SLEEP,
     DONE,
+    FAILS,
     GO_M,
     GO_SEQ,
     GO_T,
     LOST,
     NONE_T,
+    REPORT,
     SLEEP,
     STATE,
     STATUS,
@@ -68,9 +82,10 @@ class Link:
     """What a worker needs from its backend: the control block ``ctl``, its index ``me``,
     ``bells[w]`` for every worker (worker 0's also wakes the coordinator) and ``bells[W]`` for
     the supervisor, the spin budget ``spin_ns``, ``idle(ready_fds)`` (called while blocked;
-    may raise), the crossings as ``incoming`` ``[(first rank here, reader, channel index)]``
-    and ``outgoing`` ``[(last writing rank, writer, reader workers)]``, and ``output``:
-    ``(Captured, (OutputPort, writer))``, its reactions' stdout and how it is sent."""
+    may raise), the batches of crossings as ``incoming`` ``[(first rank here, [readers], batch
+    cell)]`` and ``outgoing`` ``[(last writing rank, [writers], batch cell, reader workers)]``,
+    ``output``: ``(Captured, (OutputPort, (writer of even tags, writer of odd tags)))``, its
+    reactions' stdout and how it is sent, and ``free``: whether the run is free-running."""
 
     def __init__(
         self,
@@ -79,11 +94,13 @@ class Link:
         bells: Sequence[Bell],
         spin_ns: int,
         idle: Idle | None,
-        incoming: Iterable[tuple[int, ChannelReader, int]],
-        outgoing: Iterable[tuple[int, ChannelWriter, tuple[int, ...]]],
-        output: tuple[Captured, tuple[OutputPort, ChannelWriter]],
+        incoming: Iterable[tuple[int, list[ChannelReader], int]],
+        outgoing: Iterable[tuple[int, list[ChannelWriter], int, tuple[int, ...]]],
+        output: tuple[Captured, tuple[OutputPort, tuple[ChannelWriter, ChannelWriter]]],
+        free: bool = False,
     ):
         self.ctl, self.me, self.bells = ctl, me, bells
+        self.free = free
         self.spin_ns, self.idle = spin_ns, idle
         self.incoming = sorted(incoming, key=lambda x: x[0])
         self.outgoing = sorted(outgoing, key=lambda x: x[0])
@@ -99,6 +116,9 @@ class TagDecider(Protocol):
 
     def step(self) -> bool:
         """Complete the current tag and publish the next; False after the stop tag."""
+
+    def complete(self, seq: int, final: bool) -> None:
+        """Free-running: complete tag ``seq`` (print its output; end the run if ``final``)."""
 
 
 class _Clock(Clock):
@@ -147,6 +167,12 @@ class WorkerScheduler(Scheduler):
         self.seq = -1
         self._accounted = 0
         self._want = self._cell = 0  # what the current wait waits for
+        ctl = link.ctl
+        self.peers = [w for w in range(ctl.workers) if w != self.me]
+        self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
+        self.report_cells = [
+            [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
+        ]
 
     # ------------------------------------------------------------------ the run
 
@@ -158,6 +184,7 @@ class WorkerScheduler(Scheduler):
         ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
         coord = self.coordinator
         engine = self.engine
+        free = self.link.free
         try:
             if coord is not None:
                 coord.start(self)
@@ -169,6 +196,14 @@ class WorkerScheduler(Scheduler):
                     self.modes.apply(self)
                 final = engine.time == engine.stop_time and engine.micro == engine.stop_micro
                 self._end_tag(final)
+                if free:
+                    self._await_all_done(self.seq)
+                    if coord is not None:
+                        coord.complete(self.seq, final)
+                    if final:
+                        break
+                    self._agree()
+                    continue
                 if coord is not None:
                     coord.step()
                 if final:
@@ -180,10 +215,10 @@ class WorkerScheduler(Scheduler):
 
     def send_output(self) -> None:
         """Send what the reactions printed during the current tag to the coordinator."""
-        port, writer = self.link.output
+        port, writers = self.link.output
         chunks = self.captured.take()
         port._v, port._p = chunks, bool(chunks)
-        writer.publish(self.seq)
+        writers[self.seq & 1].publish(self.seq)
 
     # ------------------------------------------------------------------ between tags
 
@@ -282,10 +317,65 @@ class WorkerScheduler(Scheduler):
                 self._accounted = 0
             top = engine.earliest()
             nt, nm = top if top is not None else (NONE_T, 0)
-            self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
+            if self.link.free:
+                r = self.report_cells[self.seq & 1][self.me]
+                cells[r], cells[r + 1] = nt, nm
+                cells[r + 2], cells[r + 3] = engine.stop_time, engine.stop_micro
+            else:
+                self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
         cells[base + DONE] = self.seq
-        ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
+        if self.link.free:
+            ctl, bells = self.link.ctl, self.link.bells
+            for w in self.peers:
+                ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
+        else:
+            ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
+
+    # ------------------------------------------------------------------ free-running
+
+    def _all_done(self) -> bool:
+        cells, seq = self.cells, self._want
+        for cell in self.done_cells:
+            if cells[cell] < seq:
+                return cells[FAILS] != 0 or cells[STATE] == ABORT
+        return True
+
+    def _await_all_done(self, seq: int) -> None:
+        """Wait until every worker published ``DONE`` of tag ``seq``; :class:`Aborted` if
+        the run was aborted or a worker failed meanwhile."""
+        cells = self.cells
+        self._want = seq
+        if not self._all_done():
+            link = self.link
+            wait(self._all_done, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
+        if cells[FAILS] or cells[STATE] == ABORT:
+            raise Aborted()
+
+    def _agree(self) -> None:
+        """Enter the next tag, decided from every worker's report of the current one (the
+        rule of one worker: the earliest pending event, never past the stop tag, which is
+        the earliest of the workers' stop tags)."""
+        cells, engine = self.cells, self.engine
+        nt, nm = NONE_T, 0
+        st, sm = engine.stop_time, engine.stop_micro
+        for r in self.report_cells[self.seq & 1]:
+            et, em, rt, rm = cells[r], cells[r + 1], cells[r + 2], cells[r + 3]
+            if et < nt or (et == nt and em < nm):
+                nt, nm = et, em
+            if rt < st or (rt == st and rm < sm):
+                st, sm = rt, rm
+        top = None if nt == NONE_T else (nt, nm)
+        tag, stop, _ = decide(top, (engine.time, engine.micro), (st, sm), False, True, 0)
+        assert tag is not None  # never idle without keepalive
+        gt, gm = tag
+        engine.stop_time, engine.stop_micro = stop
+        self.seq += 1
+        if self.me == 0:  # for the supervisor (the tag whose output may be pending)
+            cells[GO_T], cells[GO_M], cells[GO_SEQ] = gt, gm, self.seq
+        engine.advance(gt, gm, self.present)
+        if gt == stop[0] and gm == stop[1]:
+            self._trigger_shutdown()
 
     # ------------------------------------------------------------------ one tag
 
@@ -311,7 +401,7 @@ class WorkerScheduler(Scheduler):
                 if j < no and out[j][0] < min(r, k):
                     j = self._publish(j, min(r, k), seq)
                 if k <= r and k != _END:
-                    self._receive(inc[i][1], seq)
+                    self._receive(inc[i], seq)
                     i += 1
                     continue
                 if not rq:
@@ -332,28 +422,31 @@ class WorkerScheduler(Scheduler):
             raise
 
     def _publish(self, j: int, bound: int, seq: int) -> int:
-        """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``;
-        wake their sleeping readers. Returns the next index."""
+        """Publish outgoing batches ``j..`` whose last writer rank is below ``bound``; wake
+        their sleeping readers. Returns the next index."""
         out = self.link.outgoing
+        cells = self.cells
         woken: set[int] = set()
         while j < len(out) and out[j][0] < bound:
-            _, writer, readers = out[j]
-            writer.publish(seq)
+            _, writers, cell, readers = out[j]
+            for writer in writers:
+                writer.publish(seq)
+            cells[cell] = seq
             woken.update(readers)
             j += 1
-        cells, ctl, bells = self.cells, self.link.ctl, self.link.bells
+        ctl, bells = self.link.ctl, self.link.bells
         for w in woken:
             ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
         return j
 
-    def _receive(self, reader: ChannelReader, seq: int) -> None:
+    def _receive(self, batch: tuple[int, list[ChannelReader], int], seq: int) -> None:
         cells = self.cells
-        cell = reader.state_cell
-        want = 2 * seq
-        if cells[cell] < want:
+        _, readers, cell = batch
+        if cells[cell] < seq:
             link = self.link
-            self._cell, self._want = cell, want
+            self._cell, self._want = cell, seq
             wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
             if cells[STATE] == ABORT:
                 raise Aborted()
-        reader.receive(seq)
+        for reader in readers:
+            reader.receive(seq)

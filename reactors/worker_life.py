@@ -16,7 +16,7 @@ from .coordinator import Coordinator
 from .errors import BuildFailure, SourceMap, is_output_failure, output_failed, report
 from .log import Log
 from .output import Captured, OutputPort, output_readers
-from .plan import Plan, written_ports
+from .plan import Plan, free_running, written_ports
 from .program import Program
 from .records import write_records
 from .shm import SharedMemoryFull
@@ -79,7 +79,8 @@ def _scheduler(
 ) -> tuple[WorkerScheduler, Digest | None, Timeline | None]:
     """Worker ``me``'s scheduler of ``program`` (its share), connected to its channels, and
     the recorders it feeds: the digest (``--digest``) and the timeline (``tracing``)."""
-    link = _link(plan, me, end, program, captured)
+    free = free_running(graph, opts.fast, opts.keepalive)
+    link = _link(plan, me, end, program, captured, free)
     digest = Digest(written_ports(graph, program, plan.owned[me])) if opts.digest else None
     coord = _coordinator(plan, end, opts, log, captured) if me == 0 else None
     sched = WorkerScheduler(
@@ -120,21 +121,29 @@ def _read_only_write(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and "is read-only" in str(exc)
 
 
-def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured) -> Link:
-    """Worker ``me``'s :class:`reactors.worker.Link`: its crossings' ends, in and out, and
-    its stdout channel."""
+def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, free: bool) -> Link:
+    """Worker ``me``'s :class:`reactors.worker.Link`: its crossings' ends, in and out, by
+    batch, and its stdout channels; ``free``: whether the workers agree on tags themselves
+    (:func:`reactors.plan.free_running`)."""
     roots = program.extra["roots"]
     channels = end.channels
+    ctl = end.ctl
     incoming, outgoing = [], []
-    for c in plan.crossings:
-        if c.writer == me:
-            w = channels.writer(c.index, c.readers, roots[c.root])
-            outgoing.append((c.last_write, w, c.readers))
-        elif me in c.readers:
-            incoming.append((c.first_read[me], channels.reader(c.index, roots[c.root]), c.index))
+    for b in plan.batches:
+        members = [plan.crossings[i] for i in b.members]
+        if b.writer == me:
+            writers = [channels.writer(c.index, c.readers, roots[c.root]) for c in members]
+            outgoing.append((b.last_write, writers, ctl.batch_cell(b.index), b.readers))
+        elif me in b.first_read:
+            readers = [channels.reader(c.index, roots[c.root]) for c in members if me in c.readers]
+            incoming.append((b.first_read[me], readers, ctl.batch_cell(b.index)))
     port = OutputPort()
-    output = (captured, (port, channels.writer(plan.output_channel(me), (), port)))
-    return Link(end.ctl, me, end.bells, end.spin_ns, end.idle, incoming, outgoing, output)
+    sends = (
+        channels.writer(plan.output_channel(me, 0), (), port),
+        channels.writer(plan.output_channel(me, 1), (), port),
+    )
+    output = (captured, (port, sends))
+    return Link(end.ctl, me, end.bells, end.spin_ns, end.idle, incoming, outgoing, output, free)
 
 
 def _coordinator(plan: Plan, end: Endpoint, opts: Any, log: Log, captured: Captured) -> Coordinator:

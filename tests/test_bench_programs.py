@@ -145,3 +145,33 @@ def test_two_workers_compute_what_one_computes(name, defaults, same, tmp_path):
     two = run_bench(name, tmp_path, 2, **defaults)
     assert two["processes"] == 2
     assert {k: two[k] for k in same} == {k: one[k] for k in same}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_envbank_checksum_is_a_plain_loops(tmp_path, workers):
+    np = pytest.importorskip("numpy")
+    n, iters, rounds, seed = 4, 3, 12, 1
+    got = run_bench("EnvBank", tmp_path, workers, n=n, iters=iters, rounds=rounds, seed=seed)
+    states = [np.random.default_rng([seed, i]).standard_normal(8) for i in range(n)]
+    checksum = 0.0
+    for rnd in range(rounds + 1):  # round 0 is the warm-up
+        total = 0.0
+        for i in range(n):
+            s, a = states[i], 0.05 * (i % 5) + 0.01 * (rnd % 7)
+            for _ in range(iters):
+                s = np.sin(s) * 0.9 + a
+            states[i] = s
+            total += float(s.sum()) + float(s.astype(np.float32)[1]) + bool(s[0] > 0.5)
+        checksum = (checksum * 0.5 + total) % 1e6
+    assert got["checksum"] == checksum and got["envs"] == n and got["rounds"] == rounds
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tinybank_checksum_is_a_plain_loops(tmp_path, workers):
+    n, rounds = 5, 30
+    got = run_bench("TinyBank", tmp_path, workers, n=n, rounds=rounds)
+    checksum = 0
+    for rnd in range(rounds + 1):
+        for i in range(n):
+            checksum = (checksum * 7 + (rnd * 31 + i) % 1000003) % 1000003
+    assert got["checksum"] == checksum

@@ -31,6 +31,8 @@ SMALL = {
     "bench/QLearn.lf": (["n=3", "steps=10", "batch=16", "rounds=4", "seed=2"], ("torch",), PIDS),
     "bench/Junction.lf": (["n=4", "steps=100", "seed=5"], (), PIDS),
     "bench/Speedup.lf": (["rounds=2", "work=20000"], (), None),
+    "bench/EnvBank.lf": (["n=5", "rounds=20", "iters=2"], ("numpy",), None),
+    "bench/TinyBank.lf": (["n=5", "rounds=50"], (), None),
     # the checkpoint path names the run's directory, which carries the start time
     "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), r"\.saved$"),
     "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), r"\.saved$"),

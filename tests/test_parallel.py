@@ -126,9 +126,9 @@ def _send(src, dst, w, r, seq, value):
 
 def test_arrays_travel_zero_copy_read_only_and_slots_are_reused(channel):
     src, dst, w, r = channel
-    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = np.arange(1200, dtype=np.float32).reshape(300, 4)  # beyond the inline cells
     got = _send(src, dst, w, r, 0, a)
-    assert got.shape == (3, 4) and got.dtype == np.float32 and (got == a).all()
+    assert got.shape == (300, 4) and got.dtype == np.float32 and (got == a).all()
     assert not got.flags.writeable
     del got
     for seq in range(1, 6):

@@ -1,0 +1,240 @@
+"""Reaction costs: measured in a run, kept beside the program, and used to choose the number
+of workers (``-w 0``).
+
+More workers pay only when the reactions of a tag outweigh what sharing the tag costs (a
+wake-up across workers, values crossing, the end-of-tag exchange). That depends on how long the
+reactions take, which only a run can tell. So:
+
+- a run started with ``-w 0`` that has no usable profile runs on one worker and measures
+  (:class:`Calibrator`): for a few hundred tags after the first ones, it times every reaction
+  (wrapping its entry of the dispatch table, then putting the entry back, so the rest of the run
+  costs nothing; the median of its calls, times how often it ran per tag); at the end it saves the :class:`Profile` as ``profile.json`` beside
+  ``graph.json`` (written atomically; not at all if that folder is not writable);
+- a later ``-w 0`` run predicts the time per tag of each worker count with that profile
+  (:func:`predict`: the reactions in rank order, each on its placed worker, starting when its
+  worker is free and its inputs from other workers have arrived) and takes the fastest
+  (:func:`choose`), one worker unless more are predicted at least :data:`GAIN` faster.
+
+Which worker runs a reaction never changes a result, so neither does a profile. A profile is
+tied to the reactions' names: one that names other reactions (the program changed) is ignored.
+Times are ns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Any
+
+from .placement import max_parallel, place
+from .program import Program
+from .topology import access, crossings, order
+
+PROFILE = "profile.json"
+VERSION = 1
+SKIP_TAGS = 3  # tags not measured at the start (start-up reactions, first-call costs)
+MEASURE_TAGS = 500  # tags measured
+MEASURE_NS = 500_000_000  # at most this long
+GAIN = 1.10  # more workers only when predicted at least this much faster
+#: What sharing a tag costs (ns, measured on the reference machine): a wake-up of a waiting
+#: worker, a value written into or read from a crossing, the end-of-tag exchange.
+WAKE_NS, VALUE_NS, EXCHANGE_NS = 6_000, 1_000, 6_000
+#: The wake-up when the cores are busy with other tasks (waiters block instead of spinning).
+BUSY_WAKE_NS = 60_000
+
+
+def reaction_names(graph: Program) -> list[str]:
+    """A stable name of every reaction, in rank order: ``<instance>.<reaction index>``."""
+    names = {r.id: f"{graph.reactors[r.reactor].name}.{r.index}" for r in graph.reactions}
+    return [names[r.id] for r in order(graph)]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Mean ns per tag of every reaction (``cost[name]``; a reaction that ran in a fraction
+    of the tags counts that fraction), measured over ``tags`` tags."""
+
+    tags: int
+    cost: dict[str, float]
+
+    def per_rank(self, graph: Program) -> list[float] | None:
+        """The costs in rank order, or None if the profile is of other reactions."""
+        names = reaction_names(graph)
+        if set(names) != set(self.cost):
+            return None
+        return [self.cost[n] for n in names]
+
+    def save(self, path: str) -> bool:
+        """Write the profile to ``path`` atomically; False if it could not be written."""
+        folder = os.path.dirname(path) or "."
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".profile-", dir=folder)
+        except OSError:
+            return False
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"version": VERSION, "tags": self.tags, "cost_ns": self.cost}, f)
+            os.replace(tmp, path)
+            return True
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+
+    @classmethod
+    def load(cls, path: str) -> Profile | None:
+        """The profile saved at ``path``, or None if there is none or it is unreadable."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if data.get("version") != VERSION:
+                return None
+            cost = {str(k): float(v) for k, v in data["cost_ns"].items()}
+            return cls(int(data["tags"]), cost)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+class Calibrator:
+    """Times the reactions of a one-worker scheduler ``sched`` (its dispatch table) during
+    tags ``SKIP_TAGS`` to ``SKIP_TAGS + MEASURE_TAGS`` (or :data:`MEASURE_NS`), then puts the
+    table back. ``names``: :func:`reaction_names` of the graph."""
+
+    def __init__(self, sched: Any, names: Sequence[str]):
+        self.sched = sched
+        self.names = names
+        self.table = sched.table
+        self.saved = list(self.table)
+        self.times: list[list[int]] = [[] for _ in self.table]  # ns of each call, per rank
+        self.tag: tuple[int, int] | None = None
+        self.seen = 0  # tags seen by a timed reaction
+        self.first = 0  # the tag count when measuring started
+        self.started_ns = 0
+        self.done = False
+        self.measured = 0
+        for rank, entry in enumerate(self.table):
+            if entry is not None:
+                self.table[rank] = (self._timed(rank, entry), ())
+
+    def _timed(self, rank: int, entry: tuple[Callable[..., Any], tuple]) -> Callable[[], None]:
+        fn, args = entry
+        times = self.times[rank]
+
+        def timed() -> None:
+            self._tick()
+            t0 = perf_counter_ns()
+            try:
+                fn(*args)
+            finally:
+                if self.first:
+                    times.append(perf_counter_ns() - t0)
+
+        return timed
+
+    def _tick(self) -> None:
+        s = self.sched
+        tag = (s.time, s.micro)
+        if tag == self.tag:
+            return
+        self.tag = tag
+        self.seen += 1
+        if self.seen == SKIP_TAGS + 1:
+            self.first, self.started_ns = self.seen, perf_counter_ns()
+        elif self.first and (
+            self.seen - self.first >= MEASURE_TAGS
+            or perf_counter_ns() - self.started_ns >= MEASURE_NS
+        ):
+            self._stop()
+
+    def _stop(self) -> None:
+        """Put the reactions' own entries back (the current reaction still finishes timed)."""
+        self.table[:] = self.saved
+        self.done = True
+        self.measured = self.seen - self.first
+
+    def profile(self) -> Profile | None:
+        """The measured profile (None if the run ended before anything was measured)."""
+        if not self.first:
+            return None
+        tags = self.measured if self.done else self.seen - self.first + 1
+        cost = {
+            n: _typical(self.times[r]) * len(self.times[r]) / tags for r, n in enumerate(self.names)
+        }
+        return Profile(tags, cost)
+
+
+def _typical(times: list[int]) -> float:
+    """The median of a reaction's call times (ns): robust to calls that the OS preempted."""
+    return float(statistics.median(times)) if times else 0.0
+
+
+def predict(graph: Program, costs: Sequence[float], workers: int, wake_ns: int = WAKE_NS) -> float:
+    """Predicted ns per tag on ``workers`` workers with reaction ``costs`` (ns per tag, in
+    rank order): the reactions in rank order, each on the worker its reactor is placed on
+    (:func:`reactors.placement.place`), starting when that worker is free and, for a reaction
+    that reads a crossing, ``wake_ns`` after its writer finished; each crossing value costs
+    its writer and reader :data:`VALUE_NS`, and a tag ends with the exchange
+    (:data:`EXCHANGE_NS`) after the last worker finished."""
+    if workers <= 1:
+        return float(sum(costs))
+    at = place(graph, workers)
+    acc = access(graph)
+    worker = [at[acc.reactor[r]] for r in range(len(costs))]
+    crossing_reads: dict[int, list[int]] = {}  # reading rank -> writing ranks elsewhere
+    extra = [0.0] * len(costs)
+    for c in crossings(graph, at):
+        writes = sorted(acc.writes[c.root])
+        for r in acc.reads.get(c.root, ()):
+            if worker[r] != c.writer:
+                crossing_reads.setdefault(r, []).extend(writes)
+                extra[r] += VALUE_NS
+        extra[max(writes)] += VALUE_NS * len(c.readers)
+    free = [0.0] * workers
+    finish = [0.0] * len(costs)
+    for r, cost in enumerate(costs):
+        w = worker[r]
+        start = free[w]
+        for src in crossing_reads.get(r, ()):
+            start = max(start, finish[src] + wake_ns)
+        finish[r] = free[w] = start + cost + extra[r]
+    return max(free) + EXCHANGE_NS
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The worker count chosen by :func:`choose`, the predicted ns per tag of each count
+    tried, and why (one line, for ``--verbose`` and graph.json)."""
+
+    workers: int
+    predicted: dict[int, float]
+    reason: str
+
+
+def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = False) -> Choice:
+    """The worker count for ``-w 0``: with a ``profile``, the fastest predicted count up to
+    ``cores`` and the program's parallelism (one unless more are :data:`GAIN` faster);
+    without one (or one of other reactions), one worker, which measures. ``busy``: the cores
+    are busy with other tasks now (wake-ups are slower)."""
+    costs = profile.per_rank(graph) if profile is not None else None
+    if costs is None:
+        why = (
+            "no profile of an earlier run"
+            if profile is None
+            else "the profile is of another program"
+        )
+        return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs")
+    top = max(1, min(cores, max_parallel(graph)))
+    wake = BUSY_WAKE_NS if busy else WAKE_NS
+    predicted = {w: predict(graph, costs, w, wake) for w in range(1, top + 1)}
+    best = min(predicted, key=lambda w: (predicted[w], w))
+    if best > 1 and predicted[best] * GAIN > predicted[1]:
+        best = 1
+    shown = ", ".join(f"{w} worker(s) {predicted[w] / 1000:.1f} us" for w in predicted)
+    return Choice(best, predicted, f"predicted time per tag: {shown}; chose {best}")

@@ -1,0 +1,248 @@
+"""What makes small RL tags pay on several workers: the compact codec, batched publication,
+free-running tag agreement, waiting under contention and the automatic worker count."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import ROOT, build
+
+from reactors import costs, shm
+from reactors.codec import Packer, Unpacker
+from reactors.plan import free_running, make_plan
+from reactors.port import Port
+from reactors.program import Program
+from reactors.sync import C_PACK, Contention, Control
+from reactors.topology import Crossing, batches
+
+BENCH = ROOT / "lf_src" / "bench"
+
+# --------------------------------------------------------------------------- the codec
+
+
+def _area():
+    raw = memoryview(bytearray(1024))
+    cells = raw.cast("q")
+    return Packer(raw, 64, 512, cells, 0), Unpacker(raw, 64, cells, 0)
+
+
+VALUES = [
+    np.arange(8, dtype=np.float32),
+    np.arange(6.0).reshape(2, 3),
+    np.asfortranarray(np.arange(6, dtype=np.int16).reshape(2, 3)),
+    np.zeros((0, 3)),
+    np.array(2.5),
+    np.array([True, False]),
+    np.arange(4, dtype=">i4"),
+    np.int64(3),
+    np.float32(0.5),
+    np.bool_(True),
+    (1.0, False, True),
+    (3, -(1 << 63), 2.5),
+    [1, 2.5, True],
+    (),
+    {"reward": 1.5, "done": False, "step": 7},
+    {},
+]
+
+
+@pytest.mark.parametrize(
+    "value", VALUES, ids=[f"{type(v).__name__}{i}" for i, v in enumerate(VALUES)]
+)
+def test_codec_round_trip_keeps_types_dtypes_and_shapes(value):
+    packer, unpacker = _area()
+    assert packer.pack(value)
+    got = unpacker.unpack()
+    assert type(got) is type(value)
+    if isinstance(value, np.generic):
+        assert got == value and got.dtype == value.dtype
+    elif isinstance(value, np.ndarray):
+        assert got.dtype == value.dtype and got.shape == value.shape
+        assert np.array_equal(got, value)
+        assert not got.flags.writeable  # like every array received from another worker
+        assert got.base is None or not np.shares_memory(got, np.frombuffer(packer.raw, np.uint8))
+    else:
+        assert got == value
+        items = got.values() if isinstance(got, dict) else got
+        want = value.values() if isinstance(value, dict) else value
+        assert [type(x) for x in items] == [type(x) for x in want]
+        if isinstance(value, dict):
+            assert list(got) == list(value)
+
+
+def test_codec_reuses_its_header_and_follows_a_change():
+    packer, unpacker = _area()
+    for k in range(3):
+        assert packer.pack(np.full(4, k, np.float32))
+        assert unpacker.unpack().tolist() == [k] * 4
+    assert packer.gen == 1  # one header for three values of one kind
+    assert packer.pack((1.0, True))
+    assert unpacker.unpack() == (1.0, True)
+    assert packer.pack(np.arange(3))
+    assert unpacker.unpack().tolist() == [0, 1, 2]
+    assert packer.gen == 3
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        (np.float64(1.0),),  # a numpy scalar in a tuple: its type would be lost
+        np.array(["text"]),
+        np.datetime64("2026-01-01"),
+        (1, "a"),
+        (1 << 70,),
+        {1: 2.0},
+        {"": 1.0},
+        {"a\0b": 1.0},
+        np.zeros(1000),  # too large for the inline cells: a slot, zero-copy
+        np.array([object()]),
+        "text",
+    ],
+)
+def test_codec_declines_what_it_cannot_keep_exactly(value):
+    packer, _ = _area()
+    assert not packer.pack(value)
+
+
+def test_channel_values_take_the_codec_and_others_still_cross(tmp_path):
+    prefix = f"lftestcodec{os.getpid()}x"
+    ctl = Control(bytearray(Control.size(2, 1)), 2, 1)
+    ctl.init()
+    src, dst = Port("src"), Port("dst")
+    w, r = shm.Writer(ctl, 0, (1,), src, prefix), shm.Reader(ctl, 0, 1, dst, prefix)
+    try:
+        sent = [np.ones(4, np.float32), (1.0, False), 7, (1, "a"), np.ones(3), 2.5, {"a": 1.0}]
+        for seq, v in enumerate(sent):
+            src._v, src._p, dst._p = v, True, False
+            w.publish(seq)
+            r.receive(seq)
+            got = dst._v
+            assert type(got) is type(v)
+            assert np.array_equal(got, v) if isinstance(v, np.ndarray) else got == v
+        assert ctl.cells[ctl.channel_base(0) + C_PACK] >= 3  # headers rewritten after others
+    finally:
+        r.maps.clear()
+        shm.unlink_prefix(prefix)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def _crossing(i, writer, last_write, first_read):
+    return Crossing(i, (i, "p", 0), writer, tuple(sorted(first_read)), last_write, first_read)
+
+
+def test_batches_group_one_writers_crossings_of_one_level():
+    level = [0, 0, 0, 1, 1, 2, 2]
+    found = [
+        _crossing(0, 0, 1, {1: 5}),
+        _crossing(1, 0, 2, {1: 6}),
+        _crossing(2, 0, 3, {1: 5}),  # another level: another batch
+        _crossing(3, 1, 0, {0: 3}),  # another writer
+    ]
+    got = batches(found, level)
+    assert [(b.writer, b.members, b.last_write, b.first_read) for b in got] == [
+        (0, (0, 1), 2, {1: 5}),
+        (0, (2,), 3, {1: 5}),
+        (1, (3,), 0, {0: 3}),
+    ]
+
+
+def test_a_batch_never_waits_past_a_readers_first_rank():
+    level = [0, 0, 0, 0]
+    found = [_crossing(0, 0, 0, {1: 1}), _crossing(1, 0, 2, {1: 3})]
+    got = batches(found, level)  # one level, but crossing 0 is read (rank 1) before rank 2
+    assert [b.members for b in got] == [(0,), (1,)]
+
+
+@pytest.fixture(scope="module")
+def envbank(tmp_path_factory):
+    out = tmp_path_factory.mktemp("envbank")
+    launcher = build(BENCH / "EnvBank.lf", out, "-D", "n=6", "-D", "rounds=30", "-D", "iters=2")
+    return launcher, Program.load(str(out / "src-gen" / "EnvBank" / "graph.json"))
+
+
+def test_an_env_bank_on_two_workers_sends_one_batch_per_direction(envbank):
+    _, graph = envbank
+    plan = make_plan(graph, 2)
+    assert len(plan.crossings) > 2
+    assert len(plan.batches) == 2  # the step out, the observations and results back
+    assert sorted(len(b.members) for b in plan.batches) == [1, len(plan.crossings) - 1]
+
+
+def test_free_running_needs_fast_and_no_physical_time(envbank):
+    _, graph = envbank
+    assert free_running(graph, True, False)
+    assert not free_running(graph, False, False)
+    assert not free_running(graph, True, True)
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def test_contention_blocks_when_other_tasks_fill_the_cores(tmp_path):
+    fake = tmp_path / "loadavg"
+    c = Contention(period_ns=0, path=str(fake))
+    c.cores = 2
+    fake.write_text("0.50 0.40 0.30 2/300 1234\n")  # the sampler and one more
+    assert c.spin_ok()
+    fake.write_text("3.10 2.00 1.00 4/300 1234\n")  # three more: the cores are full
+    assert not c.spin_ok()
+    missing = Contention(period_ns=0, path=str(tmp_path / "none"))
+    assert missing.spin_ok()
+
+
+# --------------------------------------------------------------------------- -w 0
+
+
+def _profile(graph, env_ns, hub_ns=2_000.0):
+    names = costs.reaction_names(graph)
+    cost = {}
+    for n in names:
+        if ".envs[" in n:
+            cost[n] = env_ns if n.endswith(".1") else 0.0
+        else:
+            cost[n] = hub_ns
+    return costs.Profile(100, cost)
+
+
+def test_w0_takes_two_workers_for_heavy_environments_and_one_for_tiny_ones(envbank):
+    _, graph = envbank
+    heavy = costs.choose(graph, _profile(graph, 140_000.0), cores=2)
+    assert heavy.workers == 2 and heavy.predicted[2] < heavy.predicted[1] / 1.5, heavy.reason
+    tiny = costs.choose(graph, _profile(graph, 1_000.0), cores=2)
+    assert tiny.workers == 1, tiny.reason
+    busy = costs.choose(graph, _profile(graph, 12_000.0), cores=2, busy=True)
+    assert busy.predicted[2] > costs.choose(graph, _profile(graph, 12_000.0), cores=2).predicted[2]
+    assert costs.choose(graph, _profile(graph, 140_000.0), cores=1).workers == 1
+
+
+def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
+    launcher, graph = envbank
+    assert costs.choose(graph, None, cores=2).workers == 1
+    other = costs.Profile(10, {"Other.x.0": 1.0})
+    assert "another program" in costs.choose(graph, other, cores=2).reason
+    profile = launcher.parent.parent / "src-gen" / "EnvBank" / costs.PROFILE
+    profile.unlink(missing_ok=True)
+    first = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "no profile of an earlier run" in first.stderr
+    saved = costs.Profile.load(str(profile))
+    assert saved is not None and saved.per_rank(graph) is not None
+    assert saved.tags == 30 + 1 - costs.SKIP_TAGS  # every tag after the skipped ones
+    second = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
+    assert second.returncode == 0 and "predicted time per tag" in second.stderr, second.stderr
+    assert first.stdout.split("checksum")[1] == second.stdout.split("checksum")[1]
+
+
+def test_profile_files_are_checked(tmp_path):
+    path = tmp_path / "profile.json"
+    assert costs.Profile.load(str(path)) is None
+    path.write_text("{not json")
+    assert costs.Profile.load(str(path)) is None
+    p = costs.Profile(5, {"A.x.0": 12.5})
+    assert p.save(str(path)) and costs.Profile.load(str(path)) == p
+    assert not p.save(str(tmp_path / "missing" / "profile.json"))
