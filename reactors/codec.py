@@ -49,40 +49,70 @@ class Packer:
     ``start`` the area's first byte, ``cap`` its size in bytes, ``cells`` the int64 cells and
     ``meta_cell`` the cell that holds the header generation."""
 
-    __slots__ = ("raw", "start", "cap", "cells", "meta_cell", "gen", "sig", "st", "data", "room")
+    __slots__ = (
+        "raw",
+        "start",
+        "cap",
+        "cells",
+        "meta_cell",
+        "gen",
+        "cls",
+        "types",
+        "keys",
+        "dtype",
+        "shape",
+        "st",
+        "data",
+        "room",
+    )
 
     def __init__(self, raw: memoryview, start: int, cap: int, cells: memoryview, meta_cell: int):
         self.raw, self.start, self.cap = raw, start, cap
         self.cells, self.meta_cell = cells, meta_cell
         self.gen = 0
-        self.sig: Any = None  # what the current header describes
+        # what the current header describes: the value's class, and the items' types and a
+        # dict's keys, or an array's dtype and shape
+        self.cls: type | None = None
+        self.types: tuple = ()
+        self.keys: tuple = ()
+        self.dtype: Any = None
+        self.shape: tuple = ()
         self.st: struct.Struct | None = None
         self.data = self.room = 0  # the data's first byte and the room left for them
+
+    def forget(self) -> None:
+        """The area was overwritten by something else: write a header with the next value."""
+        self.cls = None
 
     def pack(self, v: Any) -> bool:
         """Write ``v`` into the area if the codec takes it and it fits; whether it did."""
         cls = v.__class__
         if cls is tuple or cls is list:
-            sig: Any = (cls, tuple(map(type, v)))
-            if sig != self.sig and not self._struct_header(sig, None):
+            types = tuple(map(type, v))
+            if (cls is not self.cls or types != self.types) and not self._items_header(cls, types):
                 return False
             return self._pack_items(v)
         if cls is dict:
-            sig = (dict, tuple(v), tuple(map(type, v.values())))
-            if sig != self.sig and not self._struct_header(sig[1:], sig[1]):
-                return False
-            return self._pack_items(v.values())
-        np = _numpy()
-        if np is None:
-            return False
-        if cls is np.ndarray or (isinstance(v, np.generic) and cls.__module__ == "numpy"):
-            if v.nbytes > self.room or (cls, v.dtype, v.shape) != self.sig:
-                if not self._array_header(v, cls is np.ndarray):
+            keys, types = tuple(v), tuple(map(type, v.values()))
+            if cls is not self.cls or keys != self.keys or types != self.types:
+                if not self._items_header(dict, types, keys):
                     return False
-            p = self.data
-            self.raw[p : p + v.nbytes] = v.tobytes()
-            return True
-        return False
+            return self._pack_items(v.values())
+        if cls is self.cls:  # an array or numpy scalar of the class last sent
+            if v.dtype is not self.dtype or v.shape != self.shape:
+                if not self._array_header(v):
+                    return False
+        else:
+            np = _numpy()
+            if np is None or not (
+                cls is np.ndarray or (isinstance(v, np.generic) and cls.__module__ == "numpy")
+            ):
+                return False
+            if not self._array_header(v):
+                return False
+        p = self.data
+        self.raw[p : p + v.nbytes] = v.tobytes()
+        return True
 
     def _pack_items(self, items: Any) -> bool:
         st = self.st
@@ -93,37 +123,34 @@ class Packer:
             return False
         return True
 
-    def _struct_header(self, sig: tuple, keys: tuple | None) -> bool:
-        """A header for items of the types in ``sig[1]`` (a tuple's or list's class in
-        ``sig[0]``, or a dict's ``keys``)."""
-        codes = [_SCALAR.get(t) for t in sig[1]]
+    def _items_header(self, cls: type, types: tuple, keys: tuple | None = None) -> bool:
+        """A header for a tuple, list or dict (with ``keys``) of items of ``types``."""
+        codes = [_SCALAR.get(t) for t in types]
         if None in codes:
             return False
         fmt = "".join(codes)  # type: ignore[arg-type]  # no None left
         st = struct.Struct("=" + fmt)
         if keys is None:
-            form = _TUPLE if sig[0] is tuple else _LIST
-            head = bytes([form]) + fmt.encode()
+            head = bytes([_TUPLE if cls is tuple else _LIST]) + fmt.encode()
         else:
             if any(k.__class__ is not str or not k or "\0" in k for k in keys):
                 return False
             head = bytes([_DICT]) + fmt.encode() + b"\0" + "\0".join(keys).encode()
         if not self._header(head, st.size):
             return False
-        self.st = st
-        self.sig = sig if keys is None else (dict, keys, sig[1])
+        self.cls, self.types, self.keys, self.st = cls, types, keys or (), st
         return True
 
-    def _array_header(self, v: Any, array: bool) -> bool:
-        """A header for an array (``array``) or a numpy scalar of ``v``'s dtype and shape."""
+    def _array_header(self, v: Any) -> bool:
+        """A header for an array or a numpy scalar of ``v``'s class, dtype and shape."""
         dt = v.dtype
         if dt.hasobject or dt.fields is not None or dt.kind in "MmUSV":
             return False
-        form = b"a" if array else b"s"
+        form = b"a" if v.__class__ is _numpy().ndarray else b"s"
         head = form + f"{dt.str};{','.join(map(str, v.shape))}".encode()
         if not self._header(head, v.nbytes):
             return False
-        self.sig = (v.__class__, dt, v.shape)
+        self.cls, self.dtype, self.shape = v.__class__, dt, v.shape
         return True
 
     def _header(self, head: bytes, size: int) -> bool:
@@ -157,6 +184,8 @@ class Unpacker:
         "count",
         "shape",
         "data",
+        "nbytes",
+        "flat",
     )
 
     def __init__(self, raw: memoryview, start: int, cells: memoryview, meta_cell: int):
@@ -167,8 +196,9 @@ class Unpacker:
         self.st: struct.Struct | None = None
         self.keys: tuple[str, ...] = ()
         self.dtype: Any = None
-        self.count, self.data = 0, 0
+        self.count = self.data = self.nbytes = 0
         self.shape: tuple[int, ...] = ()
+        self.flat = True
 
     def unpack(self) -> Any:
         """The value the writer packed for the current tag (a new object)."""
@@ -176,11 +206,11 @@ class Unpacker:
             self._read_header()
         form = self.form
         if form == _ARRAY:
-            np = sys.modules["numpy"]
-            a = np.frombuffer(self.raw, self.dtype, self.count, self.data)
-            a = a.reshape(self.shape).copy() if len(self.shape) != 1 else a.copy()
-            a.flags.writeable = False  # as an array received zero-copy: `mutable` gives a copy
-            return a
+            # a copy into an immutable bytes object, so the array is read-only, as an array
+            # received zero-copy is (an input declared `mutable` gets a writable copy)
+            p = self.data
+            a = sys.modules["numpy"].frombuffer(self.raw[p : p + self.nbytes].tobytes(), self.dtype)
+            return a if self.flat else a.reshape(self.shape)
         if form == _SCALAR_NP:
             return sys.modules["numpy"].frombuffer(self.raw, self.dtype, 1, self.data)[0]
         st = self.st
@@ -208,7 +238,8 @@ class Unpacker:
             count = 1
             for dim in self.shape:
                 count *= dim
-            self.count = count
+            self.count, self.nbytes = count, count * self.dtype.itemsize
+            self.flat = len(self.shape) == 1
         else:
             fmt, _, keys = text.partition("\0")
             self.st = struct.Struct("=" + fmt)

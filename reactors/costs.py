@@ -5,7 +5,8 @@ More workers pay only when the reactions of a tag outweigh what sharing the tag 
 wake-up across workers, values crossing, the end-of-tag exchange). That depends on how long the
 reactions take, which only a run can tell. So:
 
-- a run started with ``-w 0`` that has no usable profile runs on one worker and measures
+- a run started with ``-w 0`` that has no usable profile (none, or one of an earlier build of
+  the program) runs on one worker and measures
   (:class:`Calibrator`): for a few hundred tags after the first ones, it times every reaction
   (wrapping its entry of the dispatch table, then putting the entry back, so the rest of the run
   costs nothing; the median of its calls, times how often it ran per tag); at the end it saves the :class:`Profile` as ``profile.json`` beside
@@ -16,8 +17,8 @@ reactions take, which only a run can tell. So:
   (:func:`choose`), one worker unless more are predicted at least :data:`GAIN` faster.
 
 Which worker runs a reaction never changes a result, so neither does a profile. A profile is
-tied to the reactions' names: one that names other reactions (the program changed) is ignored.
-Times are ns.
+tied to the build of the program (its ``build_id``): after a rebuild the next ``-w 0`` run
+measures again. Times are ns.
 """
 
 from __future__ import annotations
@@ -56,16 +57,18 @@ def reaction_names(graph: Program) -> list[str]:
 
 @dataclass(frozen=True)
 class Profile:
-    """Mean ns per tag of every reaction (``cost[name]``; a reaction that ran in a fraction
-    of the tags counts that fraction), measured over ``tags`` tags."""
+    """Typical ns per tag of every reaction (``cost[name]``; a reaction that ran in a
+    fraction of the tags counts that fraction), measured over ``tags`` tags of the build
+    ``build_id`` of the program."""
 
     tags: int
     cost: dict[str, float]
+    build_id: str = ""
 
     def per_rank(self, graph: Program) -> list[float] | None:
-        """The costs in rank order, or None if the profile is of other reactions."""
+        """The costs in rank order, or None if the profile is of another build or program."""
         names = reaction_names(graph)
-        if set(names) != set(self.cost):
+        if self.build_id != graph.build_id or set(names) != set(self.cost):
             return None
         return [self.cost[n] for n in names]
 
@@ -78,7 +81,8 @@ class Profile:
             return False
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"version": VERSION, "tags": self.tags, "cost_ns": self.cost}, f)
+                data = {"version": VERSION, "build_id": self.build_id, "tags": self.tags}
+                json.dump({**data, "cost_ns": self.cost}, f)
             os.replace(tmp, path)
             return True
         except OSError:
@@ -97,7 +101,7 @@ class Profile:
             if data.get("version") != VERSION:
                 return None
             cost = {str(k): float(v) for k, v in data["cost_ns"].items()}
-            return cls(int(data["tags"]), cost)
+            return cls(int(data["tags"]), cost, str(data["build_id"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -105,11 +109,12 @@ class Profile:
 class Calibrator:
     """Times the reactions of a one-worker scheduler ``sched`` (its dispatch table) during
     tags ``SKIP_TAGS`` to ``SKIP_TAGS + MEASURE_TAGS`` (or :data:`MEASURE_NS`), then puts the
-    table back. ``names``: :func:`reaction_names` of the graph."""
+    table back. ``graph``: the program model."""
 
-    def __init__(self, sched: Any, names: Sequence[str]):
+    def __init__(self, sched: Any, graph: Program):
         self.sched = sched
-        self.names = names
+        self.names = reaction_names(graph)
+        self.build_id = graph.build_id
         self.table = sched.table
         self.saved = list(self.table)
         self.times: list[list[int]] = [[] for _ in self.table]  # ns of each call, per rank
@@ -167,7 +172,7 @@ class Calibrator:
         cost = {
             n: _typical(self.times[r]) * len(self.times[r]) / tags for r, n in enumerate(self.names)
         }
-        return Profile(tags, cost)
+        return Profile(tags, cost, self.build_id)
 
 
 def _typical(times: list[int]) -> float:
@@ -210,26 +215,28 @@ def predict(graph: Program, costs: Sequence[float], workers: int, wake_ns: int =
 @dataclass(frozen=True)
 class Choice:
     """The worker count chosen by :func:`choose`, the predicted ns per tag of each count
-    tried, and why (one line, for ``--verbose`` and graph.json)."""
+    tried, why (one line, for ``--verbose``), and whether the run should measure (it had no
+    usable profile)."""
 
     workers: int
     predicted: dict[int, float]
     reason: str
+    measure: bool = False
 
 
 def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = False) -> Choice:
     """The worker count for ``-w 0``: with a ``profile``, the fastest predicted count up to
     ``cores`` and the program's parallelism (one unless more are :data:`GAIN` faster);
-    without one (or one of other reactions), one worker, which measures. ``busy``: the cores
+    without a usable one, one worker, which measures (``measure``). ``busy``: the cores
     are busy with other tasks now (wake-ups are slower)."""
     costs = profile.per_rank(graph) if profile is not None else None
     if costs is None:
         why = (
             "no profile of an earlier run"
             if profile is None
-            else "the profile is of another program"
+            else "the profile is of another build of the program"
         )
-        return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs")
+        return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs", True)
     top = max(1, min(cores, max_parallel(graph)))
     wake = BUSY_WAKE_NS if busy else WAKE_NS
     predicted = {w: predict(graph, costs, w, wake) for w in range(1, top + 1)}

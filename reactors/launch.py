@@ -251,7 +251,7 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
     choice = choose(graph, Profile.load(path), CONTENTION.cores, busy=not CONTENTION.spin_ok())
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")
-    if choice.workers == 1:
+    if choice.measure:
         opts.profile = path
     return choice.workers
 
@@ -319,9 +319,9 @@ def _calibrator(sched: Scheduler, graph: Program, opts: Options) -> Calibrator |
     """A :class:`reactors.costs.Calibrator` timing the first tags, if this run measures."""
     if opts.profile is None:
         return None
-    from .costs import Calibrator, reaction_names
+    from .costs import Calibrator
 
-    return Calibrator(sched, reaction_names(graph))
+    return Calibrator(sched, graph)
 
 
 def _save_profile(calibrator: Calibrator, opts: Options, log: Log) -> None:

@@ -194,11 +194,11 @@ class Writer:
             if cls is int and _INT_MIN <= v <= _INT_MAX:
                 c[self.inline] = v
                 c[b + C_KIND] = K_INT
-                self.packer.sig = None  # its header was overwritten: a new one next time
+                self.packer.forget()  # its header was overwritten: a new one next time
             elif cls is float:
                 self.floats[self.inline] = v
                 c[b + C_KIND] = K_FLOAT
-                self.packer.sig = None
+                self.packer.forget()
             elif v is None:
                 c[b + C_KIND] = K_NONE
             elif cls is bool:
@@ -206,7 +206,7 @@ class Writer:
             elif self.packer.pack(v):
                 c[b + C_KIND] = K_PACKED
             else:
-                self.packer.sig = None
+                self.packer.forget()
                 self._store(v)
             c[b + C_STATE] = 2 * seq + 1
         else:

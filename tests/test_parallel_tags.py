@@ -206,7 +206,7 @@ def _profile(graph, env_ns, hub_ns=2_000.0):
             cost[n] = env_ns if n.endswith(".1") else 0.0
         else:
             cost[n] = hub_ns
-    return costs.Profile(100, cost)
+    return costs.Profile(100, cost, graph.build_id)
 
 
 def test_w0_takes_two_workers_for_heavy_environments_and_one_for_tiny_ones(envbank):
@@ -223,8 +223,10 @@ def test_w0_takes_two_workers_for_heavy_environments_and_one_for_tiny_ones(envba
 def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
     launcher, graph = envbank
     assert costs.choose(graph, None, cores=2).workers == 1
-    other = costs.Profile(10, {"Other.x.0": 1.0})
-    assert "another program" in costs.choose(graph, other, cores=2).reason
+    other = costs.Profile(10, {"Other.x.0": 1.0}, graph.build_id)
+    assert costs.choose(graph, other, cores=2).measure
+    rebuilt = costs.Profile(10, _profile(graph, 1.0).cost, "an earlier build")
+    assert "another build" in costs.choose(graph, rebuilt, cores=2).reason
     profile = launcher.parent.parent / "src-gen" / "EnvBank" / costs.PROFILE
     profile.unlink(missing_ok=True)
     first = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
@@ -235,6 +237,7 @@ def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
     assert saved.tags == 30 + 1 - costs.SKIP_TAGS  # every tag after the skipped ones
     second = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
     assert second.returncode == 0 and "predicted time per tag" in second.stderr, second.stderr
+    assert "measured" not in second.stderr  # a usable profile: nothing measured again
     assert first.stdout.split("checksum")[1] == second.stdout.split("checksum")[1]
 
 
@@ -243,6 +246,6 @@ def test_profile_files_are_checked(tmp_path):
     assert costs.Profile.load(str(path)) is None
     path.write_text("{not json")
     assert costs.Profile.load(str(path)) is None
-    p = costs.Profile(5, {"A.x.0": 12.5})
+    p = costs.Profile(5, {"A.x.0": 12.5}, "b1")
     assert p.save(str(path)) and costs.Profile.load(str(path)) == p
     assert not p.save(str(tmp_path / "missing" / "profile.json"))
