@@ -42,7 +42,7 @@ from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
 from .worker import Aborted
 from .worker_life import report_failure, worker_main
 
-SPIN_NS = 50_000  # poll this long before blocking (while the cores are free), ns
+SPIN_NS = 300_000  # poll this long before blocking (while the cores are free), ns
 _GRACE_S = 2.0  # how long stopped workers get to exit before SIGTERM, then SIGKILL
 _EXIT_S = 60.0  # how long finished workers get to write their records and exit
 
