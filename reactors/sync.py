@@ -210,20 +210,19 @@ class Contention:
     """Whether a waiter may spin: not while other runnable tasks already fill the cores.
 
     A spinning waiter is one more task that wants a core. When the other runnable tasks
-    (the worker it waits for included) are at least as many as the cores this process may
-    use, the spin only takes CPU time from them, so the waiter blocks at once; the kernel
-    wakes a blocked waiter quickly, since it slept. Sampled from the running-task count of
-    ``/proc/loadavg`` at most every ``period_ns`` (which counts the sampler itself); where
-    that file does not exist, waiters always spin.
+    (the worker it waits for included) are at least as many as the machine's cores, the spin
+    only takes CPU time from them, so the waiter blocks at once; the kernel wakes a blocked
+    waiter quickly, since it slept. Sampled from the running-task count of ``/proc/loadavg``
+    at most every ``period_ns`` (which counts the sampler itself). That count is the whole
+    machine's (also inside a container), so it is compared with the machine's cores
+    (``os.cpu_count()``), not with those this process may use. Where the file does not
+    exist, waiters always spin.
     """
 
     def __init__(self, period_ns: int = 10_000_000, path: str = "/proc/loadavg"):
         self.period_ns = period_ns
         self.path = path
-        try:
-            self.cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            self.cores = os.cpu_count() or 1
+        self.cores = os.cpu_count() or 1
         self.checked = -period_ns
         self.spin = True
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, build
+from conftest import ROOT, build, run_digest
 
 from reactors import costs, shm
 from reactors.codec import Packer, Unpacker
@@ -249,3 +250,20 @@ def test_profile_files_are_checked(tmp_path):
     p = costs.Profile(5, {"A.x.0": 12.5}, "b1")
     assert p.save(str(path)) and costs.Profile.load(str(path)) == p
     assert not p.save(str(tmp_path / "missing" / "profile.json"))
+
+
+def test_same_values_on_two_workers_while_other_processes_keep_the_cores_busy(envbank):
+    launcher, _ = envbank
+    ref, want = run_digest(launcher, "quiet", "-w", "1")
+    assert ref.returncode == 0 and want, ref.stderr
+    code = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
+    busy = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    try:
+        for backend in ("processes", "threads"):
+            r, got = run_digest(launcher, f"busy{backend}", "-w", "2", "--backend", backend)
+            assert r.returncode == 0, r.stderr
+            assert got == want, f"{backend}: digests differ under load"
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
