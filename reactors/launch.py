@@ -98,6 +98,7 @@ class Options:
     run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
     verbose: bool = False  # explain choices on stderr
     profile: str | None = None  # where a -w 0 run on one worker saves what it measured
+    placement: tuple[int, ...] | None = None  # -w 0's placement (worker of each reactor id)
 
 
 def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
@@ -253,6 +254,7 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
         log.info(f"-w 0: {choice.reason}")
     if choice.measure:
         opts.profile = path
+    opts.placement = choice.placement
     return choice.workers
 
 

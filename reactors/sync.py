@@ -42,9 +42,12 @@ W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
 C_STATE, C_KIND, C_SLOT, C_GEN, C_NBYTES, C_META, C_PACK = range(7)
 C_HELD = 7
 INLINE_CELLS = 64
-# per-batch cells (reactors.topology.Batch), at batch_cell(b): the last tag sequence number
-# published; one 64-byte line each, so that workers publishing batches share no cache line
+# per-batch cells (reactors.topology.Batch), at batch_cell(b): ``seq * BATCH_SEQ + k`` once
+# the first k crossings of the batch are published for tag number ``seq`` (a batch's crossings
+# are published in order, each as soon as its last writer ran); one 64-byte line per batch, so
+# that workers publishing batches share no cache line
 BATCH_STRIDE = 8
+BATCH_SEQ = 1 << 20  # more than the crossings of any batch
 
 NONE_T = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
 
@@ -101,7 +104,7 @@ class Control:
         return HEADER + WORKER_STRIDE * self.workers + self.channel_stride * c
 
     def batch_cell(self, b: int) -> int:
-        """The cell of batch ``b``: the sequence number of the last tag it was published for."""
+        """The cell of batch ``b``: how far it is published (:data:`BATCH_SEQ`)."""
         return (
             HEADER
             + WORKER_STRIDE * self.workers

@@ -131,12 +131,18 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
     incoming, outgoing = [], []
     for b in plan.batches:
         members = [plan.crossings[i] for i in b.members]
+        cell = ctl.batch_cell(b.index)
         if b.writer == me:
-            writers = [channels.writer(c.index, c.readers, roots[c.root]) for c in members]
-            outgoing.append((b.last_write, writers, ctl.batch_cell(b.index), b.readers))
+            for pos, c in enumerate(members, 1):
+                writer = channels.writer(c.index, c.readers, roots[c.root])
+                outgoing.append((c.last_write, writer, cell, pos, b.readers))
         elif me in b.first_read:
-            readers = [channels.reader(c.index, roots[c.root]) for c in members if me in c.readers]
-            incoming.append((b.first_read[me], readers, ctl.batch_cell(b.index)))
+            readers = [
+                (pos, channels.reader(c.index, roots[c.root]))
+                for pos, c in enumerate(members, 1)
+                if me in c.readers
+            ]
+            incoming.append((b.first_read[me], readers, cell))
     port = OutputPort()
     sends = (
         channels.writer(plan.output_channel(me, 0), (), port),

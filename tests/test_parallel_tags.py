@@ -267,3 +267,30 @@ def test_same_values_on_two_workers_while_other_processes_keep_the_cores_busy(en
         for p in busy:
             p.kill()
             p.wait()
+
+
+def test_refined_placement_keeps_groups_and_predicts_no_worse(envbank):
+    _, graph = envbank
+    from reactors.placement import groups, place
+
+    profile = _profile(graph, 15_000.0, hub_ns=40_000.0)
+    per_rank = profile.per_rank(graph)
+    at, predicted = costs.refine(graph, per_rank, 2)
+    assert predicted <= costs.predict(graph, per_rank, 2, at=place(graph, 2))
+    group = groups(graph)
+    for i, g in enumerate(group):
+        assert at[i] == at[g]  # a group never splits
+    plan = make_plan(graph, 2, at)
+    assert list(plan.placement) == at
+
+
+def test_w0_runs_with_the_chosen_placement_and_the_same_results(envbank):
+    launcher, graph = envbank
+    ref = subprocess.run([str(launcher), "-w", "1"], capture_output=True, text=True)
+    profile = launcher.parent.parent / "src-gen" / "EnvBank" / costs.PROFILE
+    assert _profile(graph, 140_000.0, hub_ns=60_000.0).save(str(profile))
+    got = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert "chose 2" in got.stderr, got.stderr
+    assert ref.stdout.split("checksum")[1] == got.stdout.split("checksum")[1]
+    profile.unlink()
