@@ -7,9 +7,9 @@ a writer stores the data cells first and the *publishing* cell (a sequence numbe
 reader waits for the publishing cell, then reads the data (x86-64 keeps stores in order; see
 README for the memory-order assumption).
 
-A waiter (:func:`wait`) first polls its condition for at most ``spin_ns`` (only while the
-cores are not all busy with other tasks: :class:`Contention`), then announces that it sleeps
-(its ``SLEEP`` cell), re-checks, and blocks in the kernel on its :class:`Bell` (an ``eventfd`` for processes, a
+A waiter (:func:`wait`) first polls its condition for at most ``spin_ns`` (much shorter while
+other tasks keep all the cores busy: :class:`Contention`), then announces that it sleeps (its
+``SLEEP`` cell), re-checks, and blocks in the kernel on its :class:`Bell` (an ``eventfd`` for processes, a
 ``threading.Event`` for threads) with a timeout that grows from 1 ms to 50 ms.
 A waker rings a bell only when the owner announced it sleeps (:func:`ring_if_sleeping`). The
 timeout bounds the cost of the one unfenced race (store/load reordering between the
@@ -213,8 +213,8 @@ class Contention:
     """Whether a waiter may spin: not while other runnable tasks already fill the cores.
 
     A spinning waiter is one more task that wants a core. When the other runnable tasks
-    (the worker it waits for included) are at least as many as the machine's cores, the spin
-    only takes CPU time from them, so the waiter blocks at once; the kernel wakes a blocked
+    (the worker it waits for included) are at least as many as the machine's cores, a long
+    spin only takes CPU time from them, so the waiter blocks soon; the kernel wakes a blocked
     waiter quickly, since it slept. Sampled from the running-task count of ``/proc/loadavg``
     at most every ``period_ns`` (which counts the sampler itself). That count is the whole
     machine's (also inside a container), so it is compared with the machine's cores
@@ -248,6 +248,7 @@ class Contention:
 
 
 CONTENTION = Contention()
+BUSY_SPIN_NS = 20_000  # the poll of a wait while the cores are busy, ns
 
 
 def wait(
@@ -258,8 +259,9 @@ def wait(
     spin_ns: int,
     idle: Idle | None = None,
 ) -> None:
-    """Return once ``cond()`` is true: poll it up to ``spin_ns`` (unless the cores are busy,
-    :data:`CONTENTION`), then block on ``bell`` with the sleeping announcement in
+    """Return once ``cond()`` is true: poll it up to ``spin_ns`` (only :data:`BUSY_SPIN_NS`
+    while the cores are busy, :data:`CONTENTION`: enough for what a running peer publishes
+    right after what woke us), then block on ``bell`` with the sleeping announcement in
     ``cells[sleep_cell]``. No ``os.sched_yield``: with another runnable task on the core it
     hands the core over for a whole time slice (measured: 0.5 ms per call with one other
     busy process), far longer than a kernel wake-up.
@@ -270,9 +272,9 @@ def wait(
     """
     if cond():
         return
-    if spin_ns and CONTENTION.spin_ok():
+    if spin_ns:
         now = perf_counter_ns
-        end = now() + spin_ns
+        end = now() + (spin_ns if CONTENTION.spin_ok() else min(spin_ns, BUSY_SPIN_NS))
         while now() < end:
             if cond():
                 return
