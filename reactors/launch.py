@@ -7,6 +7,7 @@ reaction raised or the program could not start, 130 on Ctrl-C.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .arguments import Argument, argument
 from .build import build
 from .clock import Clock
 from .context import CTX, new_run_id
@@ -32,7 +34,7 @@ from .log import Log
 from .program import MainParameter, Program
 from .scheduler import Scheduler
 from .target import DEFAULTS, TargetSettings
-from .units import parse_duration
+from .units import is_unit, parse_duration
 
 if TYPE_CHECKING:
     from .trace import Timeline, _Recording
@@ -50,6 +52,7 @@ usage: {prog} [options]
   --digest <file>                         write a digest of every port value at every tag
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   -h, --help                              print this message
+  --<parameter> <value>                   set a main-reactor parameter (listed below)
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
 
 
@@ -65,9 +68,13 @@ def usage(program: Program) -> str:
     width = min(max(map(len, heads)), 40)
     lines = [
         f"  {head:<{width}}  ({os.path.basename(p.file)}:{p.line})"
+        + (f" compile time only: {p.fixed}" if p.fixed else "")
         for head, p in zip(heads, params)
     ]
-    title = f"Parameters of the main reactor {name} (set at compile time with lfc -D NAME=VALUE):"
+    title = (
+        f"Parameters of the main reactor {name} (set when the program starts with "
+        "--NAME VALUE, or at compile time with lfc -D NAME=VALUE):"
+    )
     return "\n".join([text, "", title, *lines])
 
 
@@ -94,12 +101,19 @@ class Options:
     digest: str | None = None  # path of the port-value digest file (reactors.trace)
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
     run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
+    arguments: tuple[Argument, ...] = ()  # main-reactor parameters given as --NAME VALUE
 
 
-def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
-    """Parse program options over the program's target properties ``target``.
+def parse_options(
+    argv: Sequence[str],
+    target: TargetSettings = DEFAULTS,
+    parameters: Sequence[MainParameter] = (),
+) -> Options:
+    """Parse program options over the program's target properties ``target``; ``--NAME
+    VALUE`` (or ``--NAME=VALUE``) sets the main-reactor parameter NAME of ``parameters``.
 
-    Raises LaunchError for an unknown option or a malformed value.
+    Raises LaunchError for an unknown option or a malformed value, and for a parameter that
+    is fixed at compile time (the message says to use ``lfc -D``).
     """
     o = Options(
         fast=target.fast, keepalive=target.keepalive, timeout=target.timeout, workers=target.workers
@@ -129,9 +143,50 @@ def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Opt
             if not args:
                 raise LaunchError(f"{a} expects a file name")
             o.digest = os.path.abspath(args.pop(0))
+        elif a.startswith("--") and _parameter(a, parameters) is not None:
+            o.arguments += (_argument(a, args, parameters),)
         else:
-            raise LaunchError(f"unknown option '{a}'")
+            raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
     return o
+
+
+def _parameter(opt: str, parameters: Sequence[MainParameter]) -> MainParameter | None:
+    """The main parameter that ``--NAME`` or ``--NAME=VALUE`` sets (dashes may stand for
+    underscores), or None."""
+    name = opt[2:].split("=", 1)[0]
+    for p in parameters:
+        if name in (p.name, p.name.replace("_", "-")):
+            return p
+    return None
+
+
+def _argument(opt: str, args: list, parameters: Sequence[MainParameter]) -> Argument:
+    """``--NAME VALUE`` checked: a time may come as two words (``--period 10 msec``)."""
+    p = _parameter(opt, parameters)
+    assert p is not None
+    if "=" in opt:
+        text = opt.split("=", 1)[1]
+    elif args:
+        text = args.pop(0)
+        if args and text.isdigit() and is_unit(args[0]):
+            text += " " + args.pop(0)
+    else:
+        raise LaunchError(f"{opt} expects a value (an LF expression)")
+    if p.fixed:
+        raise LaunchError(
+            f"--{p.name} {text}: '{p.name}' is fixed at compile time ({p.fixed}); "
+            f"rebuild the program with lfc -D {p.name}={text}"
+        )
+    try:
+        return argument(p.name, text, p.default)
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+
+
+def _known(parameters: Sequence[MainParameter]) -> str:
+    """`` (parameters: a, b)``: the main parameters that can be set, for an unknown option."""
+    names = [p.name for p in parameters if not p.fixed]
+    return f" (the main reactor's parameters are {', '.join(names)})" if names else ""
 
 
 def _flag(args: list, opt: str) -> bool:
@@ -204,7 +259,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     """Like :func:`main` with an already loaded program (absolute paths) and option list."""
     try:
         target = graph.target
-        opts = parse_options(list(args), target)
+        opts = parse_options(list(args), target, graph.main_parameters)
         log = Log(target.logging or DEFAULTS.logging)
     except (LaunchError, ValueError) as e:
         sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
@@ -212,6 +267,8 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     if opts.help:
         print(usage(graph))
         return 0
+    if opts.arguments:
+        graph = dataclasses.replace(graph, arguments=opts.arguments)
     CTX.log = log
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
