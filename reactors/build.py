@@ -14,8 +14,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from . import program as spec
-from .arguments import values as argument_values
 from .action import Action, PhysicalAction
+from .arguments import values as argument_values
 from .errors import BuildFailure, GraphError, SourceMap
 from .mode import ModalState, Mode, ModeCapsule, ModeSystem
 from .port import Multiport, Port
