@@ -72,8 +72,8 @@ def usage(program: Program) -> str:
         for head, p in zip(heads, params)
     ]
     title = (
-        f"Parameters of the main reactor {name} (set when the program starts with "
-        "--NAME VALUE, or at compile time with lfc -D NAME=VALUE):"
+        f"Parameters of the main reactor {name} (--NAME VALUE when it starts, "
+        "lfc -D NAME=VALUE when compiled):"
     )
     return "\n".join([text, "", title, *lines])
 
