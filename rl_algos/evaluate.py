@@ -195,5 +195,5 @@ def write_gif(frames: list[np.ndarray], path: str, fps: int = 30) -> str:
     """
     import imageio.v2 as imageio
 
-    imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
+    imageio.mimsave(path, list[Any](frames), duration=1000 / fps, loop=0)
     return path
