@@ -143,8 +143,8 @@ def parse_options(
             if not args:
                 raise LaunchError(f"{a} expects a file name")
             o.digest = os.path.abspath(args.pop(0))
-        elif a.startswith("--") and _parameter(a, parameters) is not None:
-            o.arguments += (_argument(a, args, parameters),)
+        elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
+            o.arguments += (_argument(p, a, args),)
         else:
             raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
     return o
@@ -160,10 +160,9 @@ def _parameter(opt: str, parameters: Sequence[MainParameter]) -> MainParameter |
     return None
 
 
-def _argument(opt: str, args: list, parameters: Sequence[MainParameter]) -> Argument:
-    """``--NAME VALUE`` checked: a time may come as two words (``--period 10 msec``)."""
-    p = _parameter(opt, parameters)
-    assert p is not None
+def _argument(p: MainParameter, opt: str, args: list) -> Argument:
+    """``--NAME VALUE`` (``opt``, then the value from ``args``) for parameter ``p``, checked;
+    a time may come as two words (``--period 10 msec``)."""
     if "=" in opt:
         text = opt.split("=", 1)[1]
     elif args:
