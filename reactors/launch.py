@@ -7,6 +7,7 @@ reaction raised or the program could not start, 130 on Ctrl-C.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .arguments import Argument, argument
 from .build import build
 from .clock import Clock
 from .context import CTX, new_run_id
@@ -32,7 +34,7 @@ from .log import Log
 from .program import MainParameter, Program
 from .scheduler import Scheduler
 from .target import DEFAULTS, TargetSettings
-from .units import parse_duration
+from .units import is_unit, parse_duration
 
 if TYPE_CHECKING:
     from .costs import Calibrator
@@ -52,6 +54,7 @@ usage: {prog} [options]
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
+  --<parameter> <value>                   set a main-reactor parameter (listed below)
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
 
 
@@ -67,9 +70,13 @@ def usage(program: Program) -> str:
     width = min(max(map(len, heads)), 40)
     lines = [
         f"  {head:<{width}}  ({os.path.basename(p.file)}:{p.line})"
+        + (f" compile time only: {p.fixed}" if p.fixed else "")
         for head, p in zip(heads, params)
     ]
-    title = f"Parameters of the main reactor {name} (set at compile time with lfc -D NAME=VALUE):"
+    title = (
+        f"Parameters of the main reactor {name} (--NAME VALUE when it starts, "
+        "lfc -D NAME=VALUE when compiled):"
+    )
     return "\n".join([text, "", title, *lines])
 
 
@@ -99,12 +106,19 @@ class Options:
     verbose: bool = False  # explain choices on stderr
     profile: str | None = None  # where a -w 0 run on one worker saves what it measured
     placement: tuple[int, ...] | None = None  # -w 0's placement (worker of each reactor id)
+    arguments: tuple[Argument, ...] = ()  # main-reactor parameters given as --NAME VALUE
 
 
-def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
-    """Parse program options over the program's target properties ``target``.
+def parse_options(
+    argv: Sequence[str],
+    target: TargetSettings = DEFAULTS,
+    parameters: Sequence[MainParameter] = (),
+) -> Options:
+    """Parse program options over the program's target properties ``target``; ``--NAME
+    VALUE`` (or ``--NAME=VALUE``) sets the main-reactor parameter NAME of ``parameters``.
 
-    Raises LaunchError for an unknown option or a malformed value.
+    Raises LaunchError for an unknown option or a malformed value, and for a parameter that
+    is fixed at compile time (the message says to use ``lfc -D``).
     """
     o = Options(
         fast=target.fast, keepalive=target.keepalive, timeout=target.timeout, workers=target.workers
@@ -136,9 +150,49 @@ def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Opt
             if not args:
                 raise LaunchError(f"{a} expects a file name")
             o.digest = os.path.abspath(args.pop(0))
+        elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
+            o.arguments += (_argument(p, a, args),)
         else:
-            raise LaunchError(f"unknown option '{a}'")
+            raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
     return o
+
+
+def _parameter(opt: str, parameters: Sequence[MainParameter]) -> MainParameter | None:
+    """The main parameter that ``--NAME`` or ``--NAME=VALUE`` sets (dashes may stand for
+    underscores), or None."""
+    name = opt[2:].split("=", 1)[0]
+    for p in parameters:
+        if name in (p.name, p.name.replace("_", "-")):
+            return p
+    return None
+
+
+def _argument(p: MainParameter, opt: str, args: list) -> Argument:
+    """``--NAME VALUE`` (``opt``, then the value from ``args``) for parameter ``p``, checked;
+    a time may come as two words (``--period 10 msec``)."""
+    if "=" in opt:
+        text = opt.split("=", 1)[1]
+    elif args:
+        text = args.pop(0)
+        if args and text.isdigit() and is_unit(args[0]):
+            text += " " + args.pop(0)
+    else:
+        raise LaunchError(f"{opt} expects a value (an LF expression)")
+    if p.fixed:
+        raise LaunchError(
+            f"--{p.name} {text}: '{p.name}' is fixed at compile time ({p.fixed}); "
+            f"rebuild the program with lfc -D {p.name}={text}"
+        )
+    try:
+        return argument(p.name, text, p.default)
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+
+
+def _known(parameters: Sequence[MainParameter]) -> str:
+    """`` (parameters: a, b)``: the main parameters that can be set, for an unknown option."""
+    names = [p.name for p in parameters if not p.fixed]
+    return f" (the main reactor's parameters are {', '.join(names)})" if names else ""
 
 
 def _flag(args: list, opt: str) -> bool:
@@ -211,7 +265,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     """Like :func:`main` with an already loaded program (absolute paths) and option list."""
     try:
         target = graph.target
-        opts = parse_options(list(args), target)
+        opts = parse_options(list(args), target, graph.main_parameters)
         log = Log(target.logging or DEFAULTS.logging)
     except (LaunchError, ValueError) as e:
         sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
@@ -219,6 +273,8 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     if opts.help:
         print(usage(graph))
         return 0
+    if opts.arguments:
+        graph = dataclasses.replace(graph, arguments=opts.arguments)
     CTX.log = log
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory

@@ -208,14 +208,15 @@ class PPOLearner:
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
             self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
-        sums = np.zeros(4)
+        sums = np.zeros(5)
         for epoch in range(cfg.update_epochs):
             for start in range(0, n, cfg.minibatch_size):
                 idx = d["perms"][epoch, start : start + cfg.minibatch_size]
                 sums += self._minibatch(d, idx)
         self.updates += 1
         count = cfg.update_epochs * -(-n // cfg.minibatch_size)
-        self.stats = dict(zip(("pg_loss", "v_loss", "entropy", "approx_kl"), sums / count))
+        names = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+        self.stats = dict(zip(names, sums / count))
         return self.stats
 
     def _minibatch(self, d: dict, idx: torch.Tensor):
@@ -240,4 +241,5 @@ class PPOLearner:
         self.opt.step()
         with torch.no_grad():
             kl = ((ratio - 1) - log_ratio).mean()
-        return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item()])
+            clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
+        return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item(), clipfrac.item()])
