@@ -19,8 +19,8 @@ reactions take, which only a run can tell. So:
   the prediction (:func:`refine`).
 
 Which worker runs a reaction never changes a result, so neither does a profile. A profile is
-tied to the build of the program (its ``build_id``): after a rebuild the next ``-w 0`` run
-measures again. Times are ns.
+tied to the build of the program (its ``build_id``) and the main parameters given when it
+started: after a rebuild, or with other parameters, the next ``-w 0`` run measures again. Times are ns.
 """
 
 from __future__ import annotations
@@ -52,6 +52,13 @@ WAKE_NS, VALUE_NS, EXCHANGE_NS = 6_000, 1_000, 6_000
 BUSY_WAKE_NS = 60_000
 
 
+def build_key(graph: Program) -> str:
+    """What a profile is valid for: the program's build and the main parameters given when it
+    started (``--iters 90`` may change every reaction's cost)."""
+    given = ";".join(f"{a.name}={a.text}" for a in graph.arguments)
+    return f"{graph.build_id};{given}" if given else graph.build_id
+
+
 def reaction_names(graph: Program) -> list[str]:
     """A stable name of every reaction, in rank order: ``<instance>.<reaction index>``."""
     names = {r.id: f"{graph.reactors[r.reactor].name}.{r.index}" for r in graph.reactions}
@@ -61,8 +68,8 @@ def reaction_names(graph: Program) -> list[str]:
 @dataclass(frozen=True)
 class Profile:
     """Typical ns per tag of every reaction (``cost[name]``; a reaction that ran in a
-    fraction of the tags counts that fraction), measured over ``tags`` tags of the build
-    ``build_id`` of the program."""
+    fraction of the tags counts that fraction), measured over ``tags`` tags of a run of the
+    program with :func:`build_key` ``build_id``."""
 
     tags: int
     cost: dict[str, float]
@@ -71,7 +78,7 @@ class Profile:
     def per_rank(self, graph: Program) -> list[float] | None:
         """The costs in rank order, or None if the profile is of another build or program."""
         names = reaction_names(graph)
-        if self.build_id != graph.build_id or set(names) != set(self.cost):
+        if self.build_id != build_key(graph) or set(names) != set(self.cost):
             return None
         return [self.cost[n] for n in names]
 
@@ -117,7 +124,7 @@ class Calibrator:
     def __init__(self, sched: Any, graph: Program):
         self.sched = sched
         self.names = reaction_names(graph)
-        self.build_id = graph.build_id
+        self.build_id = build_key(graph)
         self.table = sched.table
         self.saved = list(self.table)
         self.times: list[list[int]] = [[] for _ in self.table]  # ns of each call, per rank
