@@ -45,7 +45,9 @@ def worker_main(
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
     CTX.run_id = opts.run_id
-    sched = digest = timeline = None
+    sched: WorkerScheduler | None = None
+    digest: Digest | None = None
+    timeline: Timeline | None = None
     smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
     try:
         try:
