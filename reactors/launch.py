@@ -352,9 +352,13 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     records = _recorders(sched, opts)
     calibrator = _calibrator(sched, graph, opts)
     saved = catch_stop_signals()
+    finished = False
     try:
-        sched.run()
-        _write_records(records, opts)
+        try:
+            sched.run()
+            finished = True
+        finally:  # on every exit: a failed or stopped run keeps the tags it completed
+            _write_records(records, opts, finished)
         if calibrator is not None:
             _save_profile(calibrator, opts, log)
     except KeyboardInterrupt:
@@ -406,14 +410,17 @@ def _recorders(sched: Scheduler, opts: Options) -> Records:
     return digest, timeline
 
 
-def _write_records(records: Records, opts: Options) -> None:
+def _write_records(records: Records, opts: Options, finished: bool) -> None:
+    """Write the digest and the timing trace; the digest holds the last tag only when the
+    run ``finished`` (a failed or stopped run left it part way)."""
     digest, timeline = records
     if digest is None and timeline is None:
         return
     from .trace import merge, write_timeline
 
     if digest is not None and opts.digest:
-        digest.final()
+        if finished:
+            digest.final()
         digest.digest.write(opts.digest + ".w0")
         merge([opts.digest + ".w0"], opts.digest)
     if timeline is not None and opts.trace_file:

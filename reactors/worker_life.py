@@ -45,7 +45,9 @@ def worker_main(
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
     CTX.run_id = opts.run_id
-    sched = None
+    sched: WorkerScheduler | None = None
+    digest: Digest | None = None
+    timeline: Timeline | None = None
     smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
     try:
         try:
@@ -59,10 +61,13 @@ def worker_main(
         return 0
     except Aborted:
         captured.spill()
+        write_records(opts, me, digest, timeline)
         return 0
     except BaseException as exc:
         _send_or_spill(sched, captured)
-        return report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
+        status = report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
+        write_records(opts, me, digest, timeline)  # what it computed before the failure
+        return status
     finally:
         end.channels.close()
 

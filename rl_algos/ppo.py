@@ -16,7 +16,7 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -29,7 +29,7 @@ from .device import batch_to_device, choose_device
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
 from .networks import ActorCritic, Weights, export_weights, load_weights
-from .seeding import torch_seeded
+from .seeding import torch_generator
 
 
 @dataclass
@@ -120,8 +120,13 @@ class PPOLearner:
             raise TypeError("PPOLearner supports Discrete action spaces only")
         self.cfg, self.rng = cfg, rng
         self.device = choose_device(cfg.device)
-        with torch_seeded(torch_seed):
-            net = ActorCritic(obs_space.shape, int(action_space.n), cfg.hidden, cfg.activation)
+        net = ActorCritic(
+            obs_space.shape,
+            int(action_space.n),
+            cfg.hidden,
+            cfg.activation,
+            generator=torch_generator(torch_seed),
+        )
         self.net = net.to(self.device)
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
@@ -136,6 +141,21 @@ class PPOLearner:
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
         return export_weights(self.net, "actor_critic", self.updates)
+
+    def checkpoint(self) -> dict:
+        """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the network (to rebuild
+        it), its ``state_dict`` (CPU tensors), the ``config`` (a dict), ``env_steps`` and
+        ``updates``."""
+        state = {k: v.cpu() for k, v in self.net.state_dict().items()}
+        return {
+            "algo": "ppo",
+            "kind": "actor_critic",
+            "spec": self.net.spec,
+            "state_dict": state,
+            "config": asdict(self.cfg),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+        }
 
     def observe(self, env_steps: list[EnvStep], record: ActRecord | None) -> Weights | None:
         """Take one tag's data; returns new Weights after an update, else None.
