@@ -15,6 +15,7 @@ import linecache
 import os
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterable
@@ -240,24 +241,68 @@ def is_output_failure(exc: BaseException) -> bool:
     )
 
 
-def load_failure_hook(module_file: str, graph_path: str) -> Callable[..., None]:
+def load_failure_hook(
+    module_file: str, graph_path: str, worker: bool = False
+) -> Callable[..., None]:
     """A ``sys.excepthook`` for the generated module ``module_file`` while it loads: an
     exception of its preambles (e.g. a failed import) is reported once, at its ``.lf`` line
     (read from ``graph_path``'s line map), as ``FATAL: loading the program failed at
-    File.lf:N`` and the traceback in ``.lf`` terms; the interpreter then exits with status 1."""
+    File.lf:N`` and the traceback in ``.lf`` terms, from the first frame at a ``.lf`` line;
+    the interpreter then exits with status 1.
+
+    ``worker``: the module is loading in a worker process that ``multiprocessing`` spawned
+    (as ``__mp_main__``); only the first worker of the run whose load fails reports it (the
+    others fail alike and exit silently), and it leaves :func:`load_failure_marker` for the
+    supervisor, which then adds nothing."""
 
     def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
         if not isinstance(exc, Exception):
             sys.__excepthook__(kind, exc, tb)
+            return
+        if worker and not _claim(load_failure_marker(os.getppid())):
             return
         try:
             with open(graph_path, encoding="utf-8") as f:
                 line_map = json.load(f)["line_map"]
         except (OSError, ValueError, KeyError, TypeError):
             line_map = []
-        report(exc.with_traceback(tb), "loading the program", SourceMap(module_file, line_map))
+        smap = SourceMap(module_file, line_map)
+        report(exc.with_traceback(_from_lf_line(tb, smap)), "loading the program", smap)
 
     return hook
+
+
+def load_failure_marker(supervisor: int) -> str:
+    """The file whose existence says that a worker of the run supervised by process
+    ``supervisor`` (its pid) reported the failure of loading the program."""
+    return os.path.join(tempfile.gettempdir(), f"lf-load-failed-{supervisor}")
+
+
+def _claim(path: str) -> bool:
+    """Create ``path`` if it does not exist: True for the one caller that created it (or
+    when it cannot be created at all, so that the failure is still said)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def _from_lf_line(tb: TracebackType | None, smap: SourceMap) -> TracebackType | None:
+    """``tb`` without its leading entries up to the first at a ``.lf`` line (those of
+    ``multiprocessing``'s spawn and of the generated module's own scaffolding, such as a
+    ``class`` line); all of it if no entry is at one."""
+    cur = tb
+    while cur is not None:
+        code = cur.tb_frame.f_code
+        if smap.is_generated(code.co_filename):
+            fname, _ = smap.translate(code.co_filename, cur.tb_lineno)
+            if fname != code.co_filename:
+                return cur
+        cur = cur.tb_next
+    return tb
 
 
 def _has_user_frames(exc: BaseException) -> bool:

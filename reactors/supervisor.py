@@ -12,6 +12,7 @@ SIGHUP cannot cut that clean-up short.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -20,7 +21,13 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from .coordinator import WorkerFailed, failure, write_output
-from .errors import Signalled, catch_stop_signals, output_failed, restore_signals
+from .errors import (
+    Signalled,
+    catch_stop_signals,
+    load_failure_marker,
+    output_failed,
+    restore_signals,
+)
 from .log import Log
 from .output import OutputPort, output_readers
 from .plan import Plan
@@ -41,6 +48,8 @@ def run(
     signals (e.g. a worker that cannot be started) propagate, after the clean-up."""
     ctl = transport.control
     status, message = 1, None
+    marker = load_failure_marker(os.getpid())
+    _remove(marker)  # left by an earlier process of this pid
     old = catch_stop_signals()
     try:
         transport.start(module, graph, opts, log)
@@ -51,7 +60,8 @@ def run(
     except WorkerFailed as f:
         status = f.status
     except WorkerDied as e:
-        message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
+        if not os.path.exists(marker):  # else the worker said why: its module did not load
+            message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
     except KeyboardInterrupt:
         status, message = STATUS_INTERRUPTED, "---- Interrupted (Ctrl-C); stopping."
     except Signalled as s:
@@ -65,6 +75,7 @@ def run(
         finally:
             _restore_signals(saved)
             restore_signals(old)
+            _remove(marker)
     if message:
         (log.error if status == 1 else log.info)(message)
     return status
@@ -120,6 +131,13 @@ def write_pending_output(
     """After an abnormal end (workers stopped): print the text of the last tag that the
     coordinator did not print."""
     write_output(ctl, outputs, ctl.cells[GO_SEQ], stream)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _main_thread() -> bool:

@@ -187,3 +187,31 @@ def test_writing_into_a_received_array_says_to_declare_it_mutable(tmp_path):
     assert code == 1, err
     assert "assignment destination is read-only" in err, err
     assert "declare the input `mutable`" in err, err
+
+
+IMPORTS = HERE / "fault_fixtures" / "Imports.lf"
+
+
+@pytest.fixture(scope="module")
+def imports(tmp_path_factory):
+    return build(IMPORTS, tmp_path_factory.mktemp("imports"))
+
+
+@pytest.mark.parametrize(
+    "workers,backend,fail",
+    [
+        ("1", "processes", "all"),
+        ("2", "processes", "all"),
+        ("2", "processes", "workers"),
+        ("2", "threads", "all"),
+    ],
+)
+def test_a_failing_preamble_import_is_said_once_at_its_lf_line(imports, workers, backend, fail):
+    p = _start(imports, "-w", workers, "--backend", backend, env_extra={"LF_FAIL": fail})
+    code, err = _wait(p)
+    assert code == 1, err
+    assert err.count(f"FATAL: loading the program failed at {IMPORTS}:13\n") == 1, err
+    assert err.count("ModuleNotFoundError: No module named 'no_such_module_xyz'") == 1, err
+    assert "multiprocessing" not in err and "src-gen" not in err, err
+    assert "exited unexpectedly" not in err and "internal error" not in err, err
+    assert not _segments(p.pid)
