@@ -84,6 +84,92 @@ def restore_signals(saved: dict[int, Any] | None) -> None:
         signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
+#: What is said when a signal stops a run (without the ``----``), by signal.
+STOP_MESSAGES = {
+    signal.SIGINT: "Interrupted (Ctrl-C)",
+    signal.SIGTERM: STOP_SIGNALS[signal.SIGTERM],
+    signal.SIGHUP: STOP_SIGNALS[signal.SIGHUP],
+}
+
+
+class StopSignals:
+    """A context in which SIGINT, SIGTERM and SIGHUP stop the run as ``request_stop()`` does
+    (at the next tag, after its shutdown reactions), which LF does on these signals.
+
+    The first such signal is seen by a watcher thread (through ``signal.set_wakeup_fd``, so
+    even while a reaction holds the main thread in a long computation): it sets
+    :attr:`status` to 128 + the signal's number, says ``---- <what>; stopping.`` on ``log``
+    at once and calls ``request(status)`` (from the watcher thread). A second signal is a hard
+    stop: the main thread raises KeyboardInterrupt (SIGINT) or :class:`Signalled`, as outside
+    this context, as soon as it runs Python code again (signals that arrive during one long
+    call of C code count as one). Off the main thread (where signals cannot be handled) it
+    does nothing.
+    """
+
+    def __init__(self, request: Callable[[int], None], log: Log):
+        self.request = request
+        self.log = log
+        self.status: int | None = None
+        self._calls = self._seen = 0  # handler calls; signals the watcher read
+        self._saved: dict[int, Any] = {}
+        self._wakeup = -1
+        self._fds: tuple[int, int] | None = None
+        self._watcher: threading.Thread | None = None
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        self._fds = (r, w)
+        self._watcher = threading.Thread(target=self._watch, name="lf-signals", daemon=True)
+        self._watcher.start()
+        self._wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        self._saved = {s: signal.signal(s, self._handler) for s in STOP_MESSAGES}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fds is None:
+            return
+        for s, h in self._saved.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(self._wakeup)
+        r, w = self._fds
+        os.close(w)  # the watcher reads the end of the pipe and returns
+        if self._watcher is not None:
+            self._watcher.join()
+        os.close(r)
+        self._fds = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        """In the main thread, once or more per signal: a hard stop from the second on."""
+        self._calls += 1
+        if self._calls >= 2 or self._seen >= 2:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Signalled(128 + signum, STOP_MESSAGES[signal.Signals(signum)])
+
+    def _watch(self) -> None:
+        """The watcher thread: the first signal is said and asks the stop."""
+        assert self._fds is not None
+        r = self._fds[0]
+        while True:
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum not in STOP_MESSAGES:
+                    continue
+                self._seen += 1
+                if self.status is None:
+                    self.status = 128 + signum
+                    self.log.info(f"---- {STOP_MESSAGES[signal.Signals(signum)]}; stopping.")
+                    self.request(self.status)
+
+
 class BuildFailure(Exception):
     """User code raised while the program was being built (``what`` says where); the
     original exception is ``exc``."""

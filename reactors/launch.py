@@ -2,7 +2,9 @@
 
 ``main(module, graph_path, argv)`` is what the generated module's ``main`` calls. It returns
 the process exit status: 0 on normal end, ``n`` when a reaction called ``exit(n)``, 1 when a
-reaction raised or the program could not start, 130 on Ctrl-C.
+reaction raised or the program could not start; on SIGINT (Ctrl-C), SIGTERM or SIGHUP the run
+stops at the next tag, after its shutdown reactions (a second signal stops it at once), with
+status 130, 143 or 129.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .errors import (
     LaunchError,
     Signalled,
     SourceMap,
+    StopSignals,
     catch_stop_signals,
     report,
     restore_signals,
@@ -268,24 +271,30 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         log=log,
     )
     records = _recorders(sched, opts)
-    saved = catch_stop_signals()
+    saved = catch_stop_signals()  # a hard stop until the run starts
+    stop = StopSignals(lambda _status: sched.engine.post((None,)), log)
     try:
-        sched.run()
+        with stop:
+            sched.run()
         _write_records(records, opts)
     except KeyboardInterrupt:
-        log.info("---- Interrupted (Ctrl-C); stopping.")
-        return STATUS_INTERRUPTED
+        if stop.status is None:
+            log.info("---- Interrupted (Ctrl-C); stopping.")
+        return stop.status or STATUS_INTERRUPTED
     except Signalled as s:
-        log.info(f"---- {s.message}; stopping.")
-        return s.status
+        if stop.status is None:
+            log.info(f"---- {s.message}; stopping.")
+        return stop.status or s.status
     except BaseException as exc:
+        if stop.status is not None and isinstance(exc, SystemExit):
+            return stop.status  # exit() while stopping on a signal: the signal's status
         r = sched.failed
         if r is None:
             return report(exc, "the program", program.source_map, log=log)
         return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
     finally:
         restore_signals(saved)
-    return 0
+    return stop.status or 0
 
 
 def _recorders(sched: Scheduler, opts: Options) -> Records:

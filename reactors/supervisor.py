@@ -2,13 +2,14 @@
 workers run, whatever their transport (:class:`reactors.transport.Transport`).
 
 It starts the workers, then waits in the kernel (:func:`supervise`) for the end of the run, a
-worker's failure (the worker reported it; its status is the exit status), a dead worker (the
-transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1), Ctrl-C (130),
-SIGTERM (143) or SIGHUP (129). Every exit path ends the same way: workers are told to stop
-(:func:`stop_workers`), joined (forced if they do not exit), the last tag's pending output is
-printed, and the transport's resources are released and unlinked; a second Ctrl-C, SIGTERM or
-SIGHUP cannot cut that clean-up short.
-"""
+worker's failure (the worker reported it; its status is the exit status) or a dead worker (the
+transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1). Ctrl-C,
+SIGTERM or SIGHUP asks the coordinator to stop at the next tag (:func:`ask_stop`; the shutdown
+reactions run) and the run ends with status 130, 143 or 129; a second one stops it at once.
+Every exit path ends the same way: workers are told to stop (:func:`stop_workers`), joined
+(forced if they do not exit), the last tag's pending output is printed, and the transport's
+resources are released and unlinked; a further Ctrl-C, SIGTERM or SIGHUP cannot cut that
+clean-up short."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 from .coordinator import WorkerFailed, failure, write_output
 from .errors import (
     Signalled,
+    StopSignals,
     catch_stop_signals,
     load_failure_marker,
     output_failed,
@@ -33,7 +35,7 @@ from .output import OutputPort, output_readers
 from .plan import Plan
 from .program import Program
 from .records import merge_records
-from .sync import ABORT, FAILS, FINISHED, GO_SEQ, STATE, Control
+from .sync import ABORT, FAILS, FINISHED, GO_SEQ, STATE, STOP_ASKED, Control
 from .transport import Bell, ChannelReader, Idle, Transport, Waker, WorkerDied
 
 STATUS_INTERRUPTED = 130  # 128 + SIGINT
@@ -50,13 +52,16 @@ def run(
     status, message = 1, None
     marker = load_failure_marker(os.getpid())
     _remove(marker)  # left by an earlier process of this pid
-    old = catch_stop_signals()
+    old = catch_stop_signals()  # a hard stop until the workers run
+    stop = StopSignals(lambda code: ask_stop(ctl, transport.worker_bells(), code), log)
     try:
         transport.start(module, graph, opts, log)
         bell, idle = transport.watch()
-        status = supervise(ctl, bell, idle)
+        with stop:
+            status = supervise(ctl, bell, idle)
         transport.join()
         merge_records(opts, plan.workers)
+        status = stop.status or status
     except WorkerFailed as f:
         status = f.status
     except WorkerDied as e:
@@ -76,6 +81,8 @@ def run(
             _restore_signals(saved)
             restore_signals(old)
             _remove(marker)
+    if stop.status is not None and message is not None and message.startswith("----"):
+        status, message = stop.status, None  # a second signal: the first one was said
     if message:
         (log.error if status == 1 else log.info)(message)
     return status
@@ -115,6 +122,14 @@ def supervise(ctl: Control, bell: Bell, idle: Idle | None = None) -> int:
         ready = bell.wait(0.5)
         if idle is not None:
             idle(ready)
+
+
+def ask_stop(ctl: Control, bells: Sequence[Waker], status: int) -> None:
+    """Ask the coordinator (worker 0, woken by ``bells[0]``) to stop the run at the next tag,
+    as ``request_stop()`` does; ``status``: the exit status the run will end with (128 + a
+    signal's number), which workers give to an ``exit()`` of the shutdown reactions."""
+    ctl.cells[STOP_ASKED] = status
+    bells[0].ring()
 
 
 def stop_workers(ctl: Control, bells: Sequence[Waker]) -> None:

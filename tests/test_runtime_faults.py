@@ -215,3 +215,52 @@ def test_a_failing_preamble_import_is_said_once_at_its_lf_line(imports, workers,
     assert "multiprocessing" not in err and "src-gen" not in err, err
     assert "exited unexpectedly" not in err and "internal error" not in err, err
     assert not _segments(p.pid)
+
+
+FAREWELL = HERE / "fault_fixtures" / "Farewell.lf"
+
+
+@pytest.fixture(scope="module")
+def farewell(tmp_path_factory):
+    return build(FAREWELL, tmp_path_factory.mktemp("farewell"))
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+@pytest.mark.parametrize(
+    "sig,status,said",
+    [
+        (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
+        (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
+        (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
+    ],
+)
+def test_a_signal_runs_the_shutdown_reactions_once(farewell, workers, backend, sig, status, said):
+    p = _start(farewell, "-w", workers, "--backend", backend)
+    try:
+        assert p.stdout.readline()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == status, err
+    assert err.count(said) == 1 and "Traceback" not in err and "ERROR" not in err, err
+    assert out.count("farewell from 0\n") == 1 and out.count("farewell from 1\n") == 1, out
+    assert not _segments(p.pid)
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+def test_a_second_signal_does_not_wait_for_the_shutdown_reactions(farewell, workers, backend):
+    p = _start(farewell, "-w", workers, "--backend", backend, env_extra={"LINGER": "1"})
+    try:
+        assert p.stdout.readline()
+        p.send_signal(signal.SIGINT)
+        while "farewell" not in p.stdout.readline():
+            pass
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130 and time.monotonic() - t0 < 5, err
+    assert err.count("---- Interrupted (Ctrl-C); stopping.") == 1, err
+    assert not _segments(p.pid)
