@@ -13,10 +13,12 @@ import errno
 import json
 import linecache
 import os
+import select
 import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -84,6 +86,10 @@ def restore_signals(saved: dict[int, Any] | None) -> None:
         signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
+#: How long a run stopped by a signal may take to reach its stop tag and run its shutdown
+#: reactions before it is stopped at once, s.
+STOP_GRACE_S = 2.0
+
 #: What is said when a signal stops a run (without the ``----``), by signal.
 STOP_MESSAGES = {
     signal.SIGINT: "Interrupted (Ctrl-C)",
@@ -99,18 +105,21 @@ class StopSignals:
     The first such signal is seen by a watcher thread (through ``signal.set_wakeup_fd``, so
     even while a reaction holds the main thread in a long computation): it sets
     :attr:`status` to 128 + the signal's number, says ``---- <what>; stopping.`` on ``log``
-    at once and calls ``request(status)`` (from the watcher thread). A second signal is a hard
-    stop: the main thread raises KeyboardInterrupt (SIGINT) or :class:`Signalled`, as outside
+    at once and calls ``request(status)`` (from the watcher thread). A second signal, or the
+    end of ``grace_s`` seconds without the context left (a reaction that does not return),
+    is a hard stop: the main thread raises KeyboardInterrupt (SIGINT) or :class:`Signalled`, as outside
     this context, as soon as it runs Python code again (signals that arrive during one long
     call of C code count as one). Off the main thread (where signals cannot be handled) it
     does nothing.
     """
 
-    def __init__(self, request: Callable[[int], None], log: Log):
+    def __init__(self, request: Callable[[int], None], log: Log, grace_s: float = STOP_GRACE_S):
         self.request = request
         self.log = log
+        self.grace_s = grace_s
         self.status: int | None = None
         self._calls = self._seen = 0  # handler calls; signals the watcher read
+        self._late = False  # the stop outlived its grace period
         self._saved: dict[int, Any] = {}
         self._wakeup = -1
         self._fds: tuple[int, int] | None = None
@@ -122,6 +131,7 @@ class StopSignals:
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._fds = (r, w)
+        self._main = threading.get_ident()
         self._watcher = threading.Thread(target=self._watch, name="lf-signals", daemon=True)
         self._watcher.start()
         self._wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
@@ -144,17 +154,24 @@ class StopSignals:
     def _handler(self, signum: int, frame: Any) -> None:
         """In the main thread, once or more per signal: a hard stop from the second on."""
         self._calls += 1
-        if self._calls >= 2 or self._seen >= 2:
+        if self._calls >= 2 or self._seen >= 2 or self._late:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise Signalled(128 + signum, STOP_MESSAGES[signal.Signals(signum)])
 
     def _watch(self) -> None:
-        """The watcher thread: the first signal is said and asks the stop."""
+        """The watcher thread: the first signal is said and asks the stop; if the run has
+        not ended ``grace_s`` later, the main thread is signalled again (a hard stop)."""
         assert self._fds is not None
         r = self._fds[0]
+        deadline = None
         while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
+                if not select.select([r], [], [], left)[0]:
+                    self._give_up()
+                    deadline = None
+                    continue
                 data = os.read(r, 64)
             except OSError:
                 return
@@ -168,6 +185,15 @@ class StopSignals:
                     self.status = 128 + signum
                     self.log.info(f"---- {STOP_MESSAGES[signal.Signals(signum)]}; stopping.")
                     self.request(self.status)
+                    deadline = time.monotonic() + self.grace_s
+
+    def _give_up(self) -> None:
+        assert self.status is not None
+        self.log.info(
+            f"---- The run did not stop within {self.grace_s:g} s of the signal; stopping now."
+        )
+        self._late = True
+        signal.pthread_kill(self._main, self.status - 128)
 
 
 class BuildFailure(Exception):

@@ -40,6 +40,7 @@ from .transport import Bell, ChannelReader, Idle, Transport, Waker, WorkerDied
 
 STATUS_INTERRUPTED = 130  # 128 + SIGINT
 STATUS_TERMINATED = 128 + signal.SIGTERM
+_HURRY_S = 0.2  # after a hard stop by a signal, how long workers get to exit before being forced
 
 
 def run(
@@ -49,7 +50,7 @@ def run(
     (``opts``: the launcher's options). Exceptions other than the run's own faults and
     signals (e.g. a worker that cannot be started) propagate, after the clean-up."""
     ctl = transport.control
-    status, message = 1, None
+    status, message, grace = 1, None, None
     marker = load_failure_marker(os.getpid())
     _remove(marker)  # left by an earlier process of this pid
     old = catch_stop_signals()  # a hard stop until the workers run
@@ -69,12 +70,14 @@ def run(
             message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
     except KeyboardInterrupt:
         status, message = STATUS_INTERRUPTED, "---- Interrupted (Ctrl-C); stopping."
+        grace = _HURRY_S
     except Signalled as s:
         status, message = s.status, f"---- {s.message}; stopping."
+        grace = _HURRY_S
     finally:
         saved = _ignore_signals()
         try:
-            lost = _end(transport, plan)
+            lost = _end(transport, plan, grace)
             if lost is not None:  # said once: by the coordinator if it failed first
                 status = output_failed(lost, say=status == 0)
         finally:
@@ -88,13 +91,14 @@ def run(
     return status
 
 
-def _end(transport: Transport, plan: Plan) -> OSError | None:
-    """Stop and join the workers, print the pending output, release the transport. Returns
-    the error if the output could not be written (closed pipe, full device), else None."""
+def _end(transport: Transport, plan: Plan, grace_s: float | None) -> OSError | None:
+    """Stop and join the workers (forcing them after ``grace_s`` seconds; None: the
+    transport's grace period), print the pending output, release the transport. Returns the
+    error if the output could not be written (closed pipe, full device), else None."""
     ctl = transport.control
     try:
         stop_workers(ctl, transport.worker_bells())
-        transport.shutdown()
+        transport.shutdown(grace_s)
         try:
             write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
             sys.stdout.flush()
