@@ -7,13 +7,16 @@ frozen dataclasses by :class:`_ToAst`, one small method per grammar rule. Syntax
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple, get_args
+from typing import Any, NamedTuple, get_args
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
@@ -65,6 +68,9 @@ from .tree import (
 __all__ = ["parse", "parse_file"]
 
 _EXPR = (Literal, Time, ParamRef, Code, ListExpr, BraceList)
+# Deeper parse trees (expressions nested inside each other) are refused: the compiler's later
+# passes recurse on them too.
+_MAX_TREE_DEPTH = 300
 _MEMBER = get_args(Member)
 
 # How terminals are named in "expected one of: ..." (keywords and punctuation are quoted).
@@ -105,8 +111,9 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     reporter.sources[file] = text
     try:
-        tree = _lark().parse(text)
-        return _ToAst(file, text).transform(tree)
+        with _no_cycle_collection():
+            tree = _lark().parse(text)
+            return _ToAst(file, text).transform(tree)
     except UnexpectedInput as err:
         message, offset = _describe(err, text)
         line, col = line_col(text, offset) if offset < len(text) else end_position(text)
@@ -150,6 +157,21 @@ def parse_file(path: str, reporter: Reporter) -> Model:
         reporter.error(f"cannot read {path}: {reason}", None)
         reporter.check()
     return parse(text, path, reporter)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector: a parse makes millions of objects that all live on
+    (the tree, then the AST; no cycles among them), and on a large file the collector's
+    repeated scans of them took more time than the parse itself. Memory is still freed by
+    reference counting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @lru_cache(maxsize=1)
@@ -280,13 +302,49 @@ def _grouped(items: list, kind: str, pos: Pos):
     return items[0] if len(items) == 1 else BraceList(tuple(items), kind, pos)
 
 
-@v_args(meta=True)
-class _ToAst(Transformer):
-    """One method per grammar rule; ``meta`` gives the rule's first position."""
+class _ToAst:
+    """One method per grammar rule, called as ``rule(meta, children)`` with the children
+    already turned into AST nodes (bottom-up, as lark's ``Transformer`` with
+    ``v_args(meta=True)`` would, without its per-node wrapper objects); ``meta`` gives the
+    rule's first position. A rule without a method stays a ``Tree`` (of turned children);
+    a ``CODE`` token becomes a :class:`~codegen.tree.Code`."""
 
     def __init__(self, file: str, text: str):
-        super().__init__(visit_tokens=True)
         self.file, self.text = file, text
+        self._rules: dict[str, Any] = {}
+
+    def transform(self, tree: Tree) -> Any:
+        """The AST of the parse tree ``tree``.
+
+        Raises:
+            RecursionError: the tree is nested deeper than :data:`_MAX_TREE_DEPTH`.
+            VisitError: a rule's method raised (a bug here, not in the user's file).
+        """
+        return self._turn(tree, 0)
+
+    def _turn(self, tree: Tree, depth: int) -> Any:
+        if depth > _MAX_TREE_DEPTH:
+            raise RecursionError(f"parse tree deeper than {_MAX_TREE_DEPTH}")
+        children = []
+        for c in tree.children:
+            if isinstance(c, Tree):
+                c = self._turn(c, depth + 1)
+            elif isinstance(c, Token) and c.type == "CODE":
+                c = self.CODE(c)
+            children.append(c)
+        name = tree.data
+        try:
+            rule = self._rules[name]
+        except KeyError:
+            rule = self._rules[name] = getattr(self, name, None)
+        if rule is None:
+            return Tree(name, children, tree.meta)
+        try:
+            return rule(tree.meta, children)
+        except RecursionError:
+            raise
+        except Exception as e:
+            raise VisitError(str(name), tree, e) from e
 
     def _pos(self, meta) -> Pos:
         return Pos(self.file, meta.line, meta.column)
