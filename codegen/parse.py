@@ -11,8 +11,9 @@ import gc
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple, get_args
 
@@ -112,8 +113,7 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
     reporter.sources[file] = text
     try:
         with _no_cycle_collection():
-            tree = _lark().parse(text)
-            return _ToAst(file, text).transform(tree)
+            return _ToAst(file, text).parse(text)
     except UnexpectedInput as err:
         message, offset = _describe(err, text)
         line, col = line_col(text, offset) if offset < len(text) else end_position(text)
@@ -177,14 +177,16 @@ def _no_cycle_collection() -> Iterator[None]:
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     grammar = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
-    return Lark(
+    lark = Lark(
         grammar,
         parser="lalr",
         lexer="contextual",
-        propagate_positions=True,
+        propagate_positions=False,  # positions come with the reductions
         maybe_placeholders=False,
         cache=True,
     )
+    _install_reductions(lark)
+    return lark
 
 
 # --------------------------------------------------------------------------- error messages
@@ -302,49 +304,125 @@ def _grouped(items: list, kind: str, pos: Pos):
     return items[0] if len(items) == 1 else BraceList(tuple(items), kind, pos)
 
 
+class _Start(NamedTuple):
+    """Where a rule's text starts (what lark's ``meta`` would give: ``line``, ``column``)."""
+
+    line: int
+    column: int
+
+
+class _Reduction(NamedTuple):
+    """How the parser reduces one grammar rule: its name (or alias), which matched symbols
+    stay (their index, and whether they are an inlined ``_rule`` whose children are spliced
+    in) and whether a single remaining child stands for the rule (``?rule``)."""
+
+    name: str
+    keep: tuple[tuple[int, bool], ...]
+    expand_single: bool
+
+
+#: The :class:`_ToAst` of the parse under way (the parser's callbacks are shared).
+_BUILDER: ContextVar[_ToAst] = ContextVar("_BUILDER")
+
+
+def _reduce(how: _Reduction, children: list) -> Any:
+    return _BUILDER.get().reduce(how, children)
+
+
+def _install_reductions(lark: Lark) -> None:
+    """Make ``lark``'s parser build the AST while it parses (one :meth:`_ToAst.reduce` per
+    rule), instead of a parse tree to transform afterwards: the same children reach the
+    same methods, with the positions of the rules' first tokens, filtered and inlined as
+    lark's tree builder does."""
+    callbacks = lark._callbacks  # shared with lark's LALR parser
+    for rule in list(callbacks):
+        keep = tuple(
+            (i, not sym.is_term and sym.name.startswith("_"))
+            for i, sym in enumerate(rule.expansion)
+            if rule.options.keep_all_tokens or not (sym.is_term and sym.filter_out)
+        )
+        name = str(rule.alias or rule.origin.name)
+        how = _Reduction(name, keep, bool(rule.options.expand1 and not rule.alias))
+        callbacks[rule] = partial(_reduce, how)
+
+
 class _ToAst:
-    """One method per grammar rule, called as ``rule(meta, children)`` with the children
-    already turned into AST nodes (bottom-up, as lark's ``Transformer`` with
-    ``v_args(meta=True)`` would, without its per-node wrapper objects); ``meta`` gives the
-    rule's first position. A rule without a method stays a ``Tree`` (of turned children);
-    a ``CODE`` token becomes a :class:`~codegen.tree.Code`."""
+    """One method per grammar rule, called as ``rule(meta, children)`` while the parser
+    reduces the rule (:meth:`reduce`), with the children already AST nodes; ``meta`` gives
+    the rule's first position. A rule without a method stays a ``Tree``; a ``CODE`` token
+    becomes a :class:`~codegen.tree.Code`."""
 
     def __init__(self, file: str, text: str):
         self.file, self.text = file, text
         self._rules: dict[str, Any] = {}
+        # (line, column, depth) of each node made and not yet taken by its parent, by id()
+        self._made: dict[int, tuple[int | None, int | None, int]] = {}
 
-    def transform(self, tree: Tree) -> Any:
-        """The AST of the parse tree ``tree``.
+    def parse(self, text: str) -> Any:
+        """The AST of ``text`` (lark's exceptions propagate).
 
         Raises:
-            RecursionError: the tree is nested deeper than :data:`_MAX_TREE_DEPTH`.
+            RecursionError: expressions nested deeper than :data:`_MAX_TREE_DEPTH`.
             VisitError: a rule's method raised (a bug here, not in the user's file).
         """
-        return self._turn(tree, 0)
+        token = _BUILDER.set(self)
+        try:
+            return _lark().parse(text)
+        finally:
+            _BUILDER.reset(token)
 
-    def _turn(self, tree: Tree, depth: int) -> Any:
-        if depth > _MAX_TREE_DEPTH:
-            raise RecursionError(f"parse tree deeper than {_MAX_TREE_DEPTH}")
-        children = []
-        for c in tree.children:
-            if isinstance(c, Tree):
-                c = self._turn(c, depth + 1)
+    def reduce(self, how: _Reduction, children: list) -> Any:
+        """The node for one reduction of rule ``how`` over the matched ``children``."""
+        made = self._made
+        line = column = None
+        depth = 0
+        for c in children:
+            if isinstance(c, Token):
+                if line is None:
+                    line, column = c.line, c.column
+                continue
+            entry = made.pop(id(c), None)
+            if entry is not None:
+                if line is None:
+                    line, column = entry[0], entry[1]
+                depth = max(depth, entry[2])
+        kept: list = []
+        for i, splice in how.keep:
+            c = children[i]
+            if splice:
+                if kept:
+                    kept += c.children
+                else:  # a repetition's left-recursive rule: extend its list, not a copy
+                    kept = c.children
             elif isinstance(c, Token) and c.type == "CODE":
-                c = self.CODE(c)
-            children.append(c)
-        name = tree.data
+                kept.append(self.CODE(c))
+            else:
+                kept.append(c)
+        if how.expand_single and len(kept) == 1:
+            node = kept[0]
+        else:
+            depth += not how.name.startswith("_")  # an inlined rule adds no level
+            if depth > _MAX_TREE_DEPTH:
+                raise RecursionError(f"parse tree deeper than {_MAX_TREE_DEPTH}")
+            node = self._make(how.name, kept, line, column)
+        if not isinstance(node, Token):
+            made[id(node)] = (line, column, depth)
+        return node
+
+    def _make(self, name: str, kept: list, line: int | None, column: int | None) -> Any:
         try:
             rule = self._rules[name]
         except KeyError:
             rule = self._rules[name] = getattr(self, name, None)
         if rule is None:
-            return Tree(name, children, tree.meta)
+            return Tree(name, kept)
+        meta = _Start(line, column)  # type: ignore[arg-type]  # a rule with a method has tokens
         try:
-            return rule(tree.meta, children)
+            return rule(meta, kept)
         except RecursionError:
             raise
         except Exception as e:
-            raise VisitError(str(name), tree, e) from e
+            raise VisitError(name, Tree(name, kept), e) from e
 
     def _pos(self, meta) -> Pos:
         return Pos(self.file, meta.line, meta.column)
