@@ -7,13 +7,17 @@ frozen dataclasses by :class:`_ToAst`, one small method per grammar rule. Syntax
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
-from typing import NamedTuple, get_args
+from typing import Any, NamedTuple, get_args
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
@@ -65,6 +69,9 @@ from .tree import (
 __all__ = ["parse", "parse_file"]
 
 _EXPR = (Literal, Time, ParamRef, Code, ListExpr, BraceList)
+# Deeper parse trees (expressions nested inside each other) are refused: the compiler's later
+# passes recurse on them too.
+_MAX_TREE_DEPTH = 300
 _MEMBER = get_args(Member)
 
 # How terminals are named in "expected one of: ..." (keywords and punctuation are quoted).
@@ -105,8 +112,8 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     reporter.sources[file] = text
     try:
-        tree = _lark().parse(text)
-        return _ToAst(file, text).transform(tree)
+        with _no_cycle_collection():
+            return _ToAst(file, text).parse(text)
     except UnexpectedInput as err:
         message, offset = _describe(err, text)
         line, col = line_col(text, offset) if offset < len(text) else end_position(text)
@@ -152,17 +159,34 @@ def parse_file(path: str, reporter: Reporter) -> Model:
     return parse(text, path, reporter)
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector: a parse makes millions of objects that all live on
+    (the tree, then the AST; no cycles among them), and on a large file the collector's
+    repeated scans of them took more time than the parse itself. Memory is still freed by
+    reference counting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     grammar = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
-    return Lark(
+    lark = Lark(
         grammar,
         parser="lalr",
         lexer="contextual",
-        propagate_positions=True,
+        propagate_positions=False,  # positions come with the reductions
         maybe_placeholders=False,
         cache=True,
     )
+    _install_reductions(lark)
+    return lark
 
 
 # --------------------------------------------------------------------------- error messages
@@ -280,13 +304,125 @@ def _grouped(items: list, kind: str, pos: Pos):
     return items[0] if len(items) == 1 else BraceList(tuple(items), kind, pos)
 
 
-@v_args(meta=True)
-class _ToAst(Transformer):
-    """One method per grammar rule; ``meta`` gives the rule's first position."""
+class _Start(NamedTuple):
+    """Where a rule's text starts (what lark's ``meta`` would give: ``line``, ``column``)."""
+
+    line: int
+    column: int
+
+
+class _Reduction(NamedTuple):
+    """How the parser reduces one grammar rule: its name (or alias), which matched symbols
+    stay (their index, and whether they are an inlined ``_rule`` whose children are spliced
+    in) and whether a single remaining child stands for the rule (``?rule``)."""
+
+    name: str
+    keep: tuple[tuple[int, bool], ...]
+    expand_single: bool
+
+
+#: The :class:`_ToAst` of the parse under way (the parser's callbacks are shared).
+_BUILDER: ContextVar[_ToAst] = ContextVar("_BUILDER")
+
+
+def _reduce(how: _Reduction, children: list) -> Any:
+    return _BUILDER.get().reduce(how, children)
+
+
+def _install_reductions(lark: Lark) -> None:
+    """Make ``lark``'s parser build the AST while it parses (one :meth:`_ToAst.reduce` per
+    rule), instead of a parse tree to transform afterwards: the same children reach the
+    same methods, with the positions of the rules' first tokens, filtered and inlined as
+    lark's tree builder does."""
+    callbacks = lark._callbacks  # shared with lark's LALR parser
+    for rule in list(callbacks):
+        keep = tuple(
+            (i, not sym.is_term and sym.name.startswith("_"))
+            for i, sym in enumerate(rule.expansion)
+            if rule.options.keep_all_tokens or not (sym.is_term and sym.filter_out)
+        )
+        name = str(rule.alias or rule.origin.name)
+        how = _Reduction(name, keep, bool(rule.options.expand1 and not rule.alias))
+        callbacks[rule] = partial(_reduce, how)
+
+
+class _ToAst:
+    """One method per grammar rule, called as ``rule(meta, children)`` while the parser
+    reduces the rule (:meth:`reduce`), with the children already AST nodes; ``meta`` gives
+    the rule's first position. A rule without a method stays a ``Tree``; a ``CODE`` token
+    becomes a :class:`~codegen.tree.Code`."""
 
     def __init__(self, file: str, text: str):
-        super().__init__(visit_tokens=True)
         self.file, self.text = file, text
+        self._rules: dict[str, Any] = {}
+        # (line, column, depth) of each node made and not yet taken by its parent, by id()
+        self._made: dict[int, tuple[int | None, int | None, int]] = {}
+
+    def parse(self, text: str) -> Any:
+        """The AST of ``text`` (lark's exceptions propagate).
+
+        Raises:
+            RecursionError: expressions nested deeper than :data:`_MAX_TREE_DEPTH`.
+            VisitError: a rule's method raised (a bug here, not in the user's file).
+        """
+        token = _BUILDER.set(self)
+        try:
+            return _lark().parse(text)
+        finally:
+            _BUILDER.reset(token)
+
+    def reduce(self, how: _Reduction, children: list) -> Any:
+        """The node for one reduction of rule ``how`` over the matched ``children``."""
+        made = self._made
+        line = column = None
+        depth = 0
+        for c in children:
+            if isinstance(c, Token):
+                if line is None:
+                    line, column = c.line, c.column
+                continue
+            entry = made.pop(id(c), None)
+            if entry is not None:
+                if line is None:
+                    line, column = entry[0], entry[1]
+                depth = max(depth, entry[2])
+        kept: list = []
+        for i, splice in how.keep:
+            c = children[i]
+            if splice:
+                if kept:
+                    kept += c.children
+                else:  # a repetition's left-recursive rule: extend its list, not a copy
+                    kept = c.children
+            elif isinstance(c, Token) and c.type == "CODE":
+                kept.append(self.CODE(c))
+            else:
+                kept.append(c)
+        if how.expand_single and len(kept) == 1:
+            node = kept[0]
+        else:
+            depth += not how.name.startswith("_")  # an inlined rule adds no level
+            if depth > _MAX_TREE_DEPTH:
+                raise RecursionError(f"parse tree deeper than {_MAX_TREE_DEPTH}")
+            node = self._make(how.name, kept, line, column)
+        if not isinstance(node, Token):
+            made[id(node)] = (line, column, depth)
+        return node
+
+    def _make(self, name: str, kept: list, line: int | None, column: int | None) -> Any:
+        try:
+            rule = self._rules[name]
+        except KeyError:
+            rule = self._rules[name] = getattr(self, name, None)
+        if rule is None:
+            return Tree(name, kept)
+        meta = _Start(line, column)  # type: ignore[arg-type]  # a rule with a method has tokens
+        try:
+            return rule(meta, kept)
+        except RecursionError:
+            raise
+        except Exception as e:
+            raise VisitError(name, Tree(name, kept), e) from e
 
     def _pos(self, meta) -> Pos:
         return Pos(self.file, meta.line, meta.column)

@@ -54,6 +54,7 @@ from .sync import (
     START_T,
     STATE,
     STATUS,
+    STOP_ASKED,
     STOP_M,
     STOP_T,
     W_FAILED,
@@ -234,6 +235,8 @@ class Coordinator:
                 nt, nm = et, em
             if rt < st or (rt == st and rm < sm):
                 st, sm = rt, rm
+        if cells[STOP_ASKED] and (engine.time, engine.micro + 1) < (st, sm):
+            st, sm = engine.time, engine.micro + 1  # the supervisor's stop request (a signal)
         engine.stop_time, engine.stop_micro = st, sm
         return None if nt == NONE_T else (nt, nm)
 
@@ -242,6 +245,9 @@ class Coordinator:
         if len(worker.inbox) > worker._accounted:
             worker._provisional()  # worker 0's own threads posted something
         cells = self.cells
+        e = self.engine
+        if cells[STOP_ASKED] and (e.stop_time, e.stop_micro) > (e.time, e.micro + 1):
+            return True  # a stop asked by the supervisor, not applied yet
         return any(cells[b + REV] != r for b, r in zip(self.bases, self.revs))
 
     def _finish(self) -> None:

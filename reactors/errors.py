@@ -13,9 +13,12 @@ import errno
 import json
 import linecache
 import os
+import select
 import signal
 import sys
+import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -81,6 +84,116 @@ def restore_signals(saved: dict[int, Any] | None) -> None:
     """Give back the handlers that :func:`catch_stop_signals` replaced."""
     for s, h in (saved or {}).items():
         signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+#: How long a run stopped by a signal may take to reach its stop tag and run its shutdown
+#: reactions before it is stopped at once, s.
+STOP_GRACE_S = 2.0
+
+#: What is said when a signal stops a run (without the ``----``), by signal.
+STOP_MESSAGES = {
+    signal.SIGINT: "Interrupted (Ctrl-C)",
+    signal.SIGTERM: STOP_SIGNALS[signal.SIGTERM],
+    signal.SIGHUP: STOP_SIGNALS[signal.SIGHUP],
+}
+
+
+class StopSignals:
+    """A context in which SIGINT, SIGTERM and SIGHUP stop the run as ``request_stop()`` does
+    (at the next tag, after its shutdown reactions), which LF does on these signals.
+
+    The first such signal is seen by a watcher thread (through ``signal.set_wakeup_fd``, so
+    even while a reaction holds the main thread in a long computation): it sets
+    :attr:`status` to 128 + the signal's number, says ``---- <what>; stopping.`` on ``log``
+    at once and calls ``request(status)`` (from the watcher thread). A second signal, or the
+    end of ``grace_s`` seconds without the context left (a reaction that does not return),
+    is a hard stop: the main thread raises KeyboardInterrupt (SIGINT) or :class:`Signalled`, as outside
+    this context, as soon as it runs Python code again (signals that arrive during one long
+    call of C code count as one). Off the main thread (where signals cannot be handled) it
+    does nothing.
+    """
+
+    def __init__(self, request: Callable[[int], None], log: Log, grace_s: float = STOP_GRACE_S):
+        self.request = request
+        self.log = log
+        self.grace_s = grace_s
+        self.status: int | None = None
+        self._calls = self._seen = 0  # handler calls; signals the watcher read
+        self._late = False  # the stop outlived its grace period
+        self._saved: dict[int, Any] = {}
+        self._wakeup = -1
+        self._fds: tuple[int, int] | None = None
+        self._watcher: threading.Thread | None = None
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        self._fds = (r, w)
+        self._main = threading.get_ident()
+        self._watcher = threading.Thread(target=self._watch, name="lf-signals", daemon=True)
+        self._watcher.start()
+        self._wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        self._saved = {s: signal.signal(s, self._handler) for s in STOP_MESSAGES}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fds is None:
+            return
+        for s, h in self._saved.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(self._wakeup)
+        r, w = self._fds
+        os.close(w)  # the watcher reads the end of the pipe and returns
+        if self._watcher is not None:
+            self._watcher.join()
+        os.close(r)
+        self._fds = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        """In the main thread, once or more per signal: a hard stop from the second on."""
+        self._calls += 1
+        if self._calls >= 2 or self._seen >= 2 or self._late:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Signalled(128 + signum, STOP_MESSAGES[signal.Signals(signum)])
+
+    def _watch(self) -> None:
+        """The watcher thread: the first signal is said and asks the stop; if the run has
+        not ended ``grace_s`` later, the main thread is signalled again (a hard stop)."""
+        assert self._fds is not None
+        r = self._fds[0]
+        deadline = None
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                if not select.select([r], [], [], left)[0]:
+                    self._give_up()
+                    deadline = None
+                    continue
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum not in STOP_MESSAGES:
+                    continue
+                self._seen += 1
+                if self.status is None:
+                    self.status = 128 + signum
+                    self.log.info(f"---- {STOP_MESSAGES[signal.Signals(signum)]}; stopping.")
+                    self.request(self.status)
+                    deadline = time.monotonic() + self.grace_s
+
+    def _give_up(self) -> None:
+        assert self.status is not None
+        self.log.info(
+            f"---- The run did not stop within {self.grace_s:g} s of the signal; stopping now."
+        )
+        self._late = True
+        signal.pthread_kill(self._main, self.status - 128)
 
 
 class BuildFailure(Exception):
@@ -243,24 +356,68 @@ def is_output_failure(exc: BaseException) -> bool:
     )
 
 
-def load_failure_hook(module_file: str, graph_path: str) -> Callable[..., None]:
+def load_failure_hook(
+    module_file: str, graph_path: str, worker: bool = False
+) -> Callable[..., None]:
     """A ``sys.excepthook`` for the generated module ``module_file`` while it loads: an
     exception of its preambles (e.g. a failed import) is reported once, at its ``.lf`` line
     (read from ``graph_path``'s line map), as ``FATAL: loading the program failed at
-    File.lf:N`` and the traceback in ``.lf`` terms; the interpreter then exits with status 1."""
+    File.lf:N`` and the traceback in ``.lf`` terms, from the first frame at a ``.lf`` line;
+    the interpreter then exits with status 1.
+
+    ``worker``: the module is loading in a worker process that ``multiprocessing`` spawned
+    (as ``__mp_main__``); only the first worker of the run whose load fails reports it (the
+    others fail alike and exit silently), and it leaves :func:`load_failure_marker` for the
+    supervisor, which then adds nothing."""
 
     def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
         if not isinstance(exc, Exception):
             sys.__excepthook__(kind, exc, tb)
+            return
+        if worker and not _claim(load_failure_marker(os.getppid())):
             return
         try:
             with open(graph_path, encoding="utf-8") as f:
                 line_map = json.load(f)["line_map"]
         except (OSError, ValueError, KeyError, TypeError):
             line_map = []
-        report(exc.with_traceback(tb), "loading the program", SourceMap(module_file, line_map))
+        smap = SourceMap(module_file, line_map)
+        report(exc.with_traceback(_from_lf_line(tb, smap)), "loading the program", smap)
 
     return hook
+
+
+def load_failure_marker(supervisor: int) -> str:
+    """The file whose existence says that a worker of the run supervised by process
+    ``supervisor`` (its pid) reported the failure of loading the program."""
+    return os.path.join(tempfile.gettempdir(), f"lf-load-failed-{supervisor}")
+
+
+def _claim(path: str) -> bool:
+    """Create ``path`` if it does not exist: True for the one caller that created it (or
+    when it cannot be created at all, so that the failure is still said)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def _from_lf_line(tb: TracebackType | None, smap: SourceMap) -> TracebackType | None:
+    """``tb`` without its leading entries up to the first at a ``.lf`` line (those of
+    ``multiprocessing``'s spawn and of the generated module's own scaffolding, such as a
+    ``class`` line); all of it if no entry is at one."""
+    cur = tb
+    while cur is not None:
+        code = cur.tb_frame.f_code
+        if smap.is_generated(code.co_filename):
+            fname, _ = smap.translate(code.co_filename, cur.tb_lineno)
+            if fname != code.co_filename:
+                return cur
+        cur = cur.tb_next
+    return tb
 
 
 def _has_user_frames(exc: BaseException) -> bool:

@@ -2,19 +2,23 @@
 
 ``main(module, graph_path, argv)`` is what the generated module's ``main`` calls. It returns
 the process exit status: 0 on normal end, ``n`` when a reaction called ``exit(n)``, 1 when a
-reaction raised or the program could not start, 130 on Ctrl-C.
+reaction raised or the program could not start; on SIGINT (Ctrl-C), SIGTERM or SIGHUP the run
+stops at the next tag, after its shutdown reactions (a second signal stops it at once), with
+status 130, 143 or 129.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from .arguments import Argument, argument
 from .build import build
@@ -26,6 +30,7 @@ from .errors import (
     LaunchError,
     Signalled,
     SourceMap,
+    StopSignals,
     catch_stop_signals,
     report,
     restore_signals,
@@ -247,6 +252,28 @@ def main(module: ModuleType | str, graph_path: str, argv: Sequence[str] | None =
     return run_graph(module, program, _program_args(argv))
 
 
+#: The exit statuses of a run stopped by SIGHUP, SIGINT or SIGTERM.
+SIGNAL_STATUSES = frozenset(128 + s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM))
+
+
+def end_process(status: int) -> NoReturn:
+    """End the program's process with exit status ``status`` (what :func:`main` returned).
+
+    After a run stopped by a signal, the user waits for the prompt: the standard streams are
+    flushed and the ``atexit`` functions run, but the interpreter's tear-down of its modules
+    (most of a second with torch loaded) is skipped. Otherwise ``sys.exit(status)``."""
+    if status not in SIGNAL_STATUSES:
+        sys.exit(status)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
 def _check_build(module: ModuleType, program: Program, graph_path: str) -> None:
     """Refuse a module and a graph.json written by two different builds.
 
@@ -351,30 +378,36 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     )
     records = _recorders(sched, opts)
     calibrator = _calibrator(sched, graph, opts)
-    saved = catch_stop_signals()
+    saved = catch_stop_signals()  # a hard stop until the run starts
+    stop = StopSignals(lambda _status: sched.engine.post((None,)), log)
     finished = False
     try:
         try:
-            sched.run()
+            with stop:
+                sched.run()
             finished = True
         finally:  # on every exit: a failed or stopped run keeps the tags it completed
             _write_records(records, opts, finished)
         if calibrator is not None:
             _save_profile(calibrator, opts, log)
     except KeyboardInterrupt:
-        log.info("---- Interrupted (Ctrl-C); stopping.")
-        return STATUS_INTERRUPTED
+        if stop.status is None:
+            log.info("---- Interrupted (Ctrl-C); stopping.")
+        return stop.status or STATUS_INTERRUPTED
     except Signalled as s:
-        log.info(f"---- {s.message}; stopping.")
-        return s.status
+        if stop.status is None:
+            log.info(f"---- {s.message}; stopping.")
+        return stop.status or s.status
     except BaseException as exc:
+        if stop.status is not None and isinstance(exc, SystemExit):
+            return stop.status  # exit() while stopping on a signal: the signal's status
         r = sched.failed
         if r is None:
             return report(exc, "the program", program.source_map, log=log)
         return report(exc, r.describe(), program.source_map, fallback=(r.file, r.line), log=log)
     finally:
         restore_signals(saved)
-    return 0
+    return stop.status or 0
 
 
 def _calibrator(sched: Scheduler, graph: Program, opts: Options) -> Calibrator | None:

@@ -23,6 +23,7 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.process import BaseProcess
@@ -36,7 +37,7 @@ from .output import Captured
 from .plan import Plan
 from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
-from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
+from .sync import ABORT, STATE, STATUS, STOP_ASKED, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
 from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
 from .worker import Aborted
@@ -171,11 +172,13 @@ class ProcessTransport:
         for p in self.procs:  # workers write their records, then exit
             p.join(_EXIT_S)
 
-    def shutdown(self) -> None:
-        """Join the workers; SIGTERM then SIGKILL those still alive after the grace period."""
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Join the workers; SIGTERM then SIGKILL those still alive after the grace period
+        (``grace_s`` seconds, default 2)."""
         procs = self.procs
+        end = time.monotonic() + (_GRACE_S if grace_s is None else grace_s)
         for p in procs:
-            p.join(_GRACE_S)
+            p.join(max(0.0, end - time.monotonic()))
         for p in procs:
             if p.is_alive():
                 p.terminate()
@@ -279,7 +282,11 @@ def _child(spec: _Spec) -> None:
         sys.stdout = sys.__stdout__
         if sys.stdout is not None:
             sys.stdout.flush()
+        asked = ctl.cells[STOP_ASKED]
         ctl.release()
+    if asked:  # stopped on a signal: the user waits; skip the interpreter's tear-down
+        sys.stderr.flush()
+        os._exit(status)
     sys.exit(status)
 
 

@@ -2,16 +2,18 @@
 workers run, whatever their transport (:class:`reactors.transport.Transport`).
 
 It starts the workers, then waits in the kernel (:func:`supervise`) for the end of the run, a
-worker's failure (the worker reported it; its status is the exit status), a dead worker (the
-transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1), Ctrl-C (130),
-SIGTERM (143) or SIGHUP (129). Every exit path ends the same way: workers are told to stop
-(:func:`stop_workers`), joined (forced if they do not exit), the last tag's pending output is
-printed, and the transport's resources are released and unlinked; a second Ctrl-C, SIGTERM or
-SIGHUP cannot cut that clean-up short.
-"""
+worker's failure (the worker reported it; its status is the exit status) or a dead worker (the
+transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1). Ctrl-C,
+SIGTERM or SIGHUP asks the coordinator to stop at the next tag (:func:`ask_stop`; the shutdown
+reactions run) and the run ends with status 130, 143 or 129; a second one stops it at once.
+Every exit path ends the same way: workers are told to stop (:func:`stop_workers`), joined
+(forced if they do not exit), the last tag's pending output is printed, and the transport's
+resources are released and unlinked; a further Ctrl-C, SIGTERM or SIGHUP cannot cut that
+clean-up short."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -20,17 +22,25 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from .coordinator import Outputs, WorkerFailed, failure, write_output
-from .errors import Signalled, catch_stop_signals, output_failed, restore_signals
+from .errors import (
+    Signalled,
+    StopSignals,
+    catch_stop_signals,
+    load_failure_marker,
+    output_failed,
+    restore_signals,
+)
 from .log import Log
 from .output import output_readers
 from .plan import Plan
 from .program import Program
 from .records import cut_tag, merge_records
-from .sync import ABORT, FAILS, FINISHED, PRINTED, STATE, Control
+from .sync import ABORT, FAILS, FINISHED, PRINTED, STATE, STOP_ASKED, Control
 from .transport import Bell, Idle, Transport, Waker, WorkerDied
 
 STATUS_INTERRUPTED = 130  # 128 + SIGINT
 STATUS_TERMINATED = 128 + signal.SIGTERM
+_HURRY_S = 0.2  # after a hard stop by a signal, how long workers get to exit before being forced
 
 
 def run(
@@ -40,43 +50,55 @@ def run(
     (``opts``: the launcher's options). Exceptions other than the run's own faults and
     signals (e.g. a worker that cannot be started) propagate, after the clean-up."""
     ctl = transport.control
-    status, message = 1, None
-    old = catch_stop_signals()
+    status, message, grace = 1, None, None
+    marker = load_failure_marker(os.getpid())
+    _remove(marker)  # left by an earlier process of this pid
+    old = catch_stop_signals()  # a hard stop until the workers run
+    stop = StopSignals(lambda code: ask_stop(ctl, transport.worker_bells(), code), log)
     try:
         transport.start(module, graph, opts, log)
         bell, idle = transport.watch()
-        status = supervise(ctl, bell, idle)
+        with stop:
+            status = supervise(ctl, bell, idle)
         transport.join()
+        status = stop.status or status
     except WorkerFailed as f:
         status = f.status
     except WorkerDied as e:
-        message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
+        if not os.path.exists(marker):  # else the worker said why: its module did not load
+            message = f"{e} (it ran {plan.names(graph, e.worker)}); stopping."
     except KeyboardInterrupt:
         status, message = STATUS_INTERRUPTED, "---- Interrupted (Ctrl-C); stopping."
+        grace = _HURRY_S
     except Signalled as s:
         status, message = s.status, f"---- {s.message}; stopping."
+        grace = _HURRY_S
     finally:
         saved = _ignore_signals()
         try:
-            lost = _end(transport, plan, opts)
+            lost = _end(transport, plan, opts, grace)
             if lost is not None:  # said once: by the coordinator if it failed first
                 status = output_failed(lost, say=status == 0)
         finally:
             _restore_signals(saved)
             restore_signals(old)
+            _remove(marker)
+    if stop.status is not None and message is not None and message.startswith("----"):
+        status, message = stop.status, None  # a second signal: the first one was said
     if message:
         (log.error if status == 1 else log.info)(message)
     return status
 
 
-def _end(transport: Transport, plan: Plan, opts: Any) -> OSError | None:
-    """Stop and join the workers, merge their records, print the pending output, release the
+def _end(transport: Transport, plan: Plan, opts: Any, grace_s: float | None) -> OSError | None:
+    """Stop and join the workers (forcing them after ``grace_s`` seconds; None: the
+    transport's grace period), merge their records, print the pending output, release the
     transport. Returns the error if the output could not be written (closed pipe, full
     device), else None."""
     ctl = transport.control
     try:
         stop_workers(ctl, transport.worker_bells())
-        transport.shutdown()
+        transport.shutdown(grace_s)
         merge_records(opts, plan.workers, cut_tag(ctl))  # however the run ended
         try:
             write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
@@ -107,6 +129,14 @@ def supervise(ctl: Control, bell: Bell, idle: Idle | None = None) -> int:
             idle(ready)
 
 
+def ask_stop(ctl: Control, bells: Sequence[Waker], status: int) -> None:
+    """Ask the coordinator (worker 0, woken by ``bells[0]``; in a free-running run, every
+    worker at the end of its tag) to stop the run at the next tag, as ``request_stop()`` does; ``status``: the exit status the run will end with (128 + a
+    signal's number), which workers give to an ``exit()`` of the shutdown reactions."""
+    ctl.cells[STOP_ASKED] = status
+    bells[0].ring()
+
+
 def stop_workers(ctl: Control, bells: Sequence[Waker]) -> None:
     """Tell every worker to stop at its next wait or reaction (unless the run finished)."""
     if ctl.cells[STATE] != FINISHED:
@@ -121,6 +151,13 @@ def write_pending_output(ctl: Control, outputs: Outputs, stream: TextIO) -> None
     printed = ctl.cells[PRINTED]
     for seq in (printed + 1, printed + 2):
         write_output(ctl, outputs, seq, stream)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _main_thread() -> bool:

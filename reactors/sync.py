@@ -27,6 +27,8 @@ from typing import Protocol
 
 # --- cell layout (int64 indices) -------------------------------------------------------------
 GO_SEQ, GO_T, GO_M, STOP_T, STOP_M, STATE, START_T, COORD_SLEEP, FAILS, PRINTED = range(10)
+# set by the supervisor on a signal to the exit status (128 + its number): stop at the next tag
+STOP_ASKED = 10
 HEADER = 16
 # STATE values
 STARTING, RUNNING, FINISHED, ABORT = range(4)

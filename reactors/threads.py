@@ -162,11 +162,12 @@ class ThreadTransport:
         for t in self.threads:
             t.join()
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace_s: float | None = None) -> None:
         """Join the workers (threads cannot be forced: one still running after the grace
-        period is left, as a daemon); give back ``CTX.sched`` and ``sys.stdout``."""
+        period, ``grace_s`` seconds or 2, is left, as a daemon); give back ``CTX.sched`` and
+        ``sys.stdout``."""
         for t in self.threads:
-            t.join(_JOIN_S)
+            t.join(_JOIN_S if grace_s is None else grace_s)
         if self.installed:
             CTX.sched = self.saved_sched
             sys.stdout = self.real_stdout

@@ -109,9 +109,10 @@ class Transport(Protocol):
     def join(self) -> None:
         """After a normal end: wait for the workers to write their records and exit."""
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace_s: float | None = None) -> None:
         """After the workers were told to stop: join them, forcing those that do not exit
-        within a grace period; restore what :meth:`start` replaced in this process."""
+        within a grace period (``grace_s`` seconds; None: the transport's own); restore what
+        :meth:`start` replaced in this process."""
 
     def channels(self) -> Channels:
         """The supervisor's ends of the channels (it reads the workers' stdout channels)."""

@@ -57,6 +57,7 @@ from .sync import (
     SLEEP,
     STATE,
     STATUS,
+    STOP_ASKED,
     STOP_M,
     STOP_T,
     W_FINISHED,
@@ -321,6 +322,8 @@ class WorkerScheduler(Scheduler):
             top = engine.earliest()
             nt, nm = top if top is not None else (NONE_T, 0)
             if self.link.free:
+                if cells[STOP_ASKED]:  # the supervisor's stop on a signal: at the next tag
+                    engine.lower_stop(engine.time, engine.micro + 1)
                 r = self.report_cells[self.seq & 1][self.me]
                 cells[r], cells[r + 1] = nt, nm
                 cells[r + 2], cells[r + 3] = engine.stop_time, engine.stop_micro

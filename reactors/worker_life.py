@@ -20,7 +20,7 @@ from .plan import Plan, free_running, written_ports
 from .program import Program
 from .records import write_records
 from .shm import SharedMemoryFull
-from .sync import CODE, FAILS, STATUS, W_FAILED, Control
+from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Control
 from .trace import Digest, Timeline
 from .transport import Bell, Endpoint
 from .worker import Aborted, Link, WorkerScheduler
@@ -101,7 +101,11 @@ def _status(
     exc: BaseException, sched: WorkerScheduler | None, me: int, smap: SourceMap, log: Log
 ) -> int:
     """Report ``exc`` on stderr, naming the failed reaction (and its .lf line) if a reaction
-    raised it; the exit status (Ctrl-C: 130, not reported)."""
+    raised it; the exit status (Ctrl-C: 130, not reported; ``exit()`` after the supervisor
+    asked a stop on a signal: that signal's status, not reported)."""
+    asked = sched.cells[STOP_ASKED] if sched is not None else 0
+    if asked and isinstance(exc, SystemExit):
+        return asked  # exit() while stopping on a signal: the signal's status, said already
     if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
         log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130

@@ -2,7 +2,9 @@
 
 Hypothesis mutates real programs (delete, insert, duplicate, swap) for a fixed number of
 examples, derandomized so that CI is repeatable; every outcome must be exit status 0, or exit
-status 1 with `file.lf:LINE:COL: error:` lines, and never a Python traceback.
+status 1 with `file.lf:LINE:COL: error:` lines, and never a Python traceback. The slow test
+(`pytest -m slow tests/test_fuzz.py`, not part of `make test`) does the same for 10,000
+inputs, each within 10 s.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,6 +135,24 @@ def mutated(draw):
 )
 @given(text=mutated())
 def test_mutated_programs_get_success_or_located_errors(tmp_path: Path, text: str):
+    _check_compiles_or_says_where(tmp_path, text)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=10_000,
+    derandomize=True,
+    deadline=timedelta(seconds=10),  # each input compiles (or is refused) within 10 s
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(text=mutated())
+def test_ten_thousand_mutated_programs_get_success_or_located_errors(tmp_path: Path, text: str):
+    _check_compiles_or_says_where(tmp_path, text)
+
+
+def _check_compiles_or_says_where(tmp_path: Path, text: str) -> None:
+    """lfc on ``text``: status 0, or 1 with located errors; never a traceback."""
     src = tmp_path / "Fuzz.lf"
     src.write_text(text)
     err = io.StringIO()

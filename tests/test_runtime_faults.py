@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -187,3 +188,139 @@ def test_writing_into_a_received_array_says_to_declare_it_mutable(tmp_path):
     assert code == 1, err
     assert "assignment destination is read-only" in err, err
     assert "declare the input `mutable`" in err, err
+
+
+IMPORTS = HERE / "fault_fixtures" / "Imports.lf"
+
+
+@pytest.fixture(scope="module")
+def imports(tmp_path_factory):
+    return build(IMPORTS, tmp_path_factory.mktemp("imports"))
+
+
+@pytest.mark.parametrize(
+    "workers,backend,fail",
+    [
+        ("1", "processes", "all"),
+        ("2", "processes", "all"),
+        ("2", "processes", "workers"),
+        ("2", "threads", "all"),
+    ],
+)
+def test_a_failing_preamble_import_is_said_once_at_its_lf_line(imports, workers, backend, fail):
+    p = _start(imports, "-w", workers, "--backend", backend, env_extra={"LF_FAIL": fail})
+    code, err = _wait(p)
+    assert code == 1, err
+    assert err.count(f"FATAL: loading the program failed at {IMPORTS}:13\n") == 1, err
+    assert err.count("ModuleNotFoundError: No module named 'no_such_module_xyz'") == 1, err
+    assert "multiprocessing" not in err and "src-gen" not in err, err
+    assert "exited unexpectedly" not in err and "internal error" not in err, err
+    assert not _segments(p.pid)
+
+
+FAREWELL = HERE / "fault_fixtures" / "Farewell.lf"
+
+
+@pytest.fixture(scope="module")
+def farewell(tmp_path_factory):
+    return build(FAREWELL, tmp_path_factory.mktemp("farewell"))
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+@pytest.mark.parametrize(
+    "sig,status,said",
+    [
+        (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
+        (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
+        (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
+    ],
+)
+def test_a_signal_runs_the_shutdown_reactions_once(farewell, workers, backend, sig, status, said):
+    p = _start(farewell, "-w", workers, "--backend", backend)
+    try:
+        assert p.stdout.readline()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == status, err
+    assert err.count(said) == 1 and "Traceback" not in err and "ERROR" not in err, err
+    assert out.count("farewell from 0\n") == 1 and out.count("farewell from 1\n") == 1, out
+    assert not _segments(p.pid)
+
+
+@pytest.mark.parametrize("workers,backend", BACKENDS)
+def test_a_second_signal_does_not_wait_for_the_shutdown_reactions(farewell, workers, backend):
+    p = _start(farewell, "-w", workers, "--backend", backend, env_extra={"LINGER": "1"})
+    try:
+        assert p.stdout.readline()
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # the shutdown reactions have started (and sleep)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert err.count("---- Interrupted (Ctrl-C); stopping.") == 1, err
+    assert "did not stop within" not in err, err  # stopped by the second signal
+    assert not _segments(p.pid)
+
+
+def test_a_shutdown_reaction_that_does_not_return_is_cut_after_the_grace_period(farewell):
+    p = _start(farewell, "-w", "2", env_extra={"LINGER": "1"})
+    try:
+        assert p.stdout.readline()
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 143 and time.monotonic() - t0 < 10, err
+    assert err.count("---- Terminated (SIGTERM); stopping.") == 1, err
+    assert "did not stop within 2 s of the signal; stopping now." in err, err
+    assert not _segments(p.pid)
+
+
+def test_interrupting_an_rl_run_is_said_at_once_and_ends_promptly(tmp_path):
+    """The real CartPolePPO on two workers, interrupted while it trains: the message comes
+    at once; the shutdown reactions (the logger's plot and summary, the learner's checkpoint)
+    run, within the runtime's grace period, and every finished episode is in returns.csv."""
+    launcher = build(HERE.parent / "lf_src" / "CartPolePPO.lf", tmp_path / "out")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen(
+        [str(launcher), "-w", "2"],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    lines: list[tuple[float, str]] = []
+
+    def read_err() -> None:
+        for line in p.stderr:
+            lines.append((time.monotonic(), line))
+
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # training: the progress line counts episodes
+            line = p.stderr.readline()
+            if not line or re.search(r"episodes [1-9]", line):
+                break
+        reader = threading.Thread(target=read_err, daemon=True)
+        reader.start()
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+        t1 = time.monotonic()
+        reader.join(5)
+    finally:
+        p.kill()
+    said = [t - t0 for t, line in lines if "---- Interrupted (Ctrl-C); stopping." in line]
+    assert p.returncode == 130, lines
+    assert len(said) == 1 and said[0] < 0.5, lines
+    assert t1 - t0 < 3.5, lines  # at most the grace period (2 s) and the workers' forced end
+    runs = list((tmp_path / "runs" / "CartPolePPO").iterdir())
+    rows = (runs[0] / "returns.csv").read_text().splitlines()
+    assert len(rows) > 1, rows
+    assert not _segments(p.pid)
