@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from time import time_ns
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .engine import TagEngine, TagPair, Timing
 from .log import Log
@@ -64,6 +64,9 @@ from .sync import (
 )
 from .transport import Bell, ChannelReader, Idle, Waker
 from .worker import Aborted, WorkerScheduler
+
+if TYPE_CHECKING:
+    from .checkpoint import Resume
 
 #: Every worker's stdout channels: the pseudo port and its readers (of even tags, of odd
 #: tags), in worker order.
@@ -153,6 +156,7 @@ class Coordinator:
         self.worker: WorkerScheduler = None  # type: ignore[assignment]  # set by start()
         self.revs = [0] * self.n
         self.seq = 0
+        self.resume: Resume | None = None  # the snapshot the run resumes from (set by its worker)
 
     # ------------------------------------------------------------------ the run
 
@@ -163,9 +167,11 @@ class Coordinator:
         self._wait(lambda: all(cells[b + STATUS] >= W_READY for b in self.bases))
         self._check_failed()
         start = self.engine.begin(self._sleep_through)
-        cells[START_T] = start
+        if self.resume is not None:  # tag 0 is the snapshot's tag, at physical time start
+            self.resume.shift(self.engine)
+        cells[START_T] = self.engine.start_time
         cells[STATE] = RUNNING
-        self._go(0, start, 0)
+        self._go(0, start, self.engine.micro)
 
     def step(self) -> bool:
         """After worker 0's ``DONE`` of the current tag: complete the tag (print its output)
