@@ -354,7 +354,7 @@ class Checkpointer:
             "tags": self.tags,
             "stop": stop,
             "workers": self.workers,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(),
             "reactors": self.reactors,
         }

@@ -312,7 +312,9 @@ def _snapshots_unusable(graph: Program, opts: Options) -> str | None:
         return f"--checkpoint-dir: cannot make {opts.checkpoint_dir}: {e}"
     probe = os.path.join(opts.checkpoint_dir, "probe")
     problem = unwritable(probe)
-    return f"--checkpoint-dir: cannot write in {opts.checkpoint_dir}: {problem}" if problem else None
+    return (
+        f"--checkpoint-dir: cannot write in {opts.checkpoint_dir}: {problem}" if problem else None
+    )
 
 
 def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:

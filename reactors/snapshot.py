@@ -60,7 +60,7 @@ class SnapshotError(Exception):
 
 def _custom(obj: object) -> bool:
     """Whether the reactor's class defines its own ``__getstate__``."""
-    return type(obj).__getstate__ is not object.__getstate__  # type: ignore[comparison-overlap]
+    return type(obj).__getstate__ is not object.__getstate__
 
 
 def _is_parameter(cls: type, key: str) -> bool:
@@ -154,7 +154,9 @@ def capture(
         "events": [_event(e, start) for e in sorted(sched.queue.live())],
         "modes": {st.name: _modal(st, start) for st in program.modes.states},
         "deadlines": {
-            r.rank: r.deadline for r in program.reactions if r is not None and r.deadline is not None
+            r.rank: r.deadline
+            for r in program.reactions
+            if r is not None and r.deadline is not None
         },
     }
 
