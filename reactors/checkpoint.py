@@ -18,9 +18,15 @@ parts into one file once every worker reported.
 **Resume.** ``--resume PATH`` (a snapshot, or a directory: its newest) builds the program as
 usual, checks that the snapshot is of this program and of the same graph (else refuses with
 what differs), then starts at the snapshot's tag, already run: no startup reaction runs, the
-state and pending events are restored, and the next tag follows by the usual rules. Times stay
-relative to the start tag, so the digests and the logical times equal those of the run the
-snapshot came from. A snapshot is trusted like code (it is unpickled): load only your own.
+state and pending events are restored, and the next tag follows by the usual rules. A fast run
+keeps the start time of the run it continues; a run that waits for physical time starts the
+snapshot's tag now (its start time moves by the time the program was down). Either way times
+relative to the start are those of the run the snapshot came from, and so are the digests.
+A snapshot is trusted like code (it is unpickled): load only your own.
+
+Not in a snapshot: module-level variables (a file-level preamble's globals), events of physical
+actions posted by other threads but not yet taken in, and what a reactor keeps outside its
+attributes (open files, threads).
 """
 
 from __future__ import annotations
@@ -349,6 +355,7 @@ class Checkpointer:
             "format": FORMAT,
             "program": self.name,
             "graph": self.graph,
+            "start": start,
             "elapsed": engine.time - start,
             "micro": engine.micro,
             "tags": self.tags,
@@ -391,12 +398,14 @@ class Resume:
         return self.manifest["elapsed"], self.manifest["micro"]
 
     def shift(self, engine: TagEngine) -> None:
-        """Move ``engine``, just begun at physical start ``engine.time``, to the snapshot's
-        tag at that time: the start time becomes that much earlier, and the stop tag is the
-        run's timeout after it (or the snapshot's stop request, if earlier)."""
+        """Move ``engine``, just begun at physical time ``engine.time``, to the snapshot's
+        tag. A fast run keeps the start time of the run it continues (so that times a
+        reactor stored are still right); otherwise the snapshot's tag is now, and the start
+        time that much earlier. The stop tag is the run's timeout after the start (or the
+        snapshot's stop request, if earlier)."""
         elapsed, micro = self.tag
-        start = engine.time - elapsed
-        engine.start_time, engine.micro = start, micro
+        start = self.manifest["start"] if engine.timing.fast else engine.time - elapsed
+        engine.start_time, engine.time, engine.micro = start, start + elapsed, micro
         timeout = engine.timing.timeout
         engine.stop_time, engine.stop_micro = FOREVER, 0
         if timeout is not None:

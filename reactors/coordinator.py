@@ -166,12 +166,13 @@ class Coordinator:
         cells = self.cells
         self._wait(lambda: all(cells[b + STATUS] >= W_READY for b in self.bases))
         self._check_failed()
-        start = self.engine.begin(self._sleep_through)
-        if self.resume is not None:  # tag 0 is the snapshot's tag, at physical time start
-            self.resume.shift(self.engine)
-        cells[START_T] = self.engine.start_time
+        engine = self.engine
+        engine.begin(self._sleep_through)
+        if self.resume is not None:  # tag 0 is the snapshot's tag (it ran already)
+            self.resume.shift(engine)
+        cells[START_T] = engine.start_time
         cells[STATE] = RUNNING
-        self._go(0, start, self.engine.micro)
+        self._go(0, engine.time, engine.micro)
 
     def step(self) -> bool:
         """After worker 0's ``DONE`` of the current tag: complete the tag (print its output)
