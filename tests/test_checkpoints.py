@@ -13,12 +13,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, build, run_program
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from reactors import checkpoint
 
 FIXTURES = ROOT / "tests" / "checkpoint_fixtures"
 ONE = ("-w", "1")
@@ -37,7 +42,7 @@ class Reference:
         self.launcher, self.digest, self.stdout = launcher, digest, stdout
         self.snapshots: dict[str, list[Path]] = {}
 
-    def take(self, key: str, *args: str) -> None:
+    def take(self, key: str, *args: str, least: int = 4) -> None:
         """Run with checkpoints (``args``: the policy and workers) into a directory ``key``;
         the run itself must print what the uninterrupted run printed."""
         folder = self.launcher.parent.parent / key
@@ -47,7 +52,7 @@ class Reference:
         assert r.returncode == 0, r.stderr[-3000:]
         assert r.stdout.splitlines() == self.stdout, "checkpoints changed the output"
         self.snapshots[key] = sorted(folder.glob("*.lfsnap"))
-        assert len(self.snapshots[key]) >= 4, f"{key}: too few snapshots"
+        assert len(self.snapshots[key]) >= least, f"{key}: too few snapshots"
 
 
 def digest_of(launcher: Path, *args: str) -> tuple[list[str], list[str]]:
@@ -107,14 +112,16 @@ def resumable(tmp_path_factory) -> Reference:
     return ref
 
 
-@pytest.mark.parametrize("taken", ["by-tags-w1", "by-time-w2"])
-@pytest.mark.parametrize("variant", list(VARIANTS), ids=list(VARIANTS))
+@pytest.mark.parametrize(
+    "taken, variant",
+    [("by-tags-w1", "w2-processes"), ("by-time-w2", "w1"), ("by-time-w2", "w2-threads")],
+)
 def test_resume_continues_the_run(resumable, taken, variant):
     snaps = resumable.snapshots[taken]
     assert_resumes(resumable, snaps[len(snaps) // 2], VARIANTS[variant])
 
 
-@settings(max_examples=6, derandomize=True, deadline=None)
+@settings(max_examples=4, derandomize=True, deadline=None)
 @given(data=st.data())
 def test_resume_from_any_snapshot(resumable, data):
     taken = data.draw(st.sampled_from(sorted(resumable.snapshots)), label="taken on")
@@ -213,3 +220,79 @@ def test_snapshot_of_another_graph_is_refused(resumable, tmp_path):
 def test_bad_checkpoint_options(resumable, args, message):
     r = run_program(resumable.launcher, *args)
     assert r.returncode == 1 and message in r.stderr
+
+
+# --------------------------------------------------------------------------- programs of tests/lf
+
+#: Self-checking programs of tests/lf with timers, ``after`` delays, logical actions with
+#: values and modes; their snapshots are taken after every few tags on one worker.
+LF_PROGRAMS = [
+    "modal/ModalTimers.lf",
+    "modal/ModalAfter.lf",
+    "basic/ScheduleValue.lf",
+    "multiport/PipelineAfter.lf",
+]
+
+
+@pytest.fixture(scope="module")
+def lf_programs(tmp_path_factory) -> dict[str, Reference]:
+    """Each program of :data:`LF_PROGRAMS`, built and run on first use."""
+    built: dict[str, Reference] = {}
+    root = tmp_path_factory.mktemp("lf")
+
+    def get(name: str) -> Reference:
+        if name not in built:
+            launcher = build(ROOT / "tests" / "lf" / name, root / Path(name).stem)
+            ref = Reference(launcher, *digest_of(launcher))
+            tags = len({tuple(ln.split()[:2]) for ln in ref.digest})
+            ref.take("snaps", "--checkpoint-every-tags", str(max(1, tags // 6)), least=2)
+            built[name] = ref
+        return built[name]
+
+    return get  # type: ignore[return-value]
+
+
+@settings(max_examples=4, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_lf_programs_resume_from_any_snapshot(lf_programs, data):
+    ref = lf_programs(data.draw(st.sampled_from(LF_PROGRAMS), label="program"))
+    snaps = ref.snapshots["snaps"]
+    snapshot = snaps[data.draw(st.integers(0, len(snaps) - 1), label="snapshot")]
+    variant = VARIANTS[data.draw(st.sampled_from(sorted(VARIANTS)), label="resumed on")]
+    tag = tag_of(snapshot)
+    digest, _ = digest_of(ref.launcher, "--resume", str(snapshot), *variant)
+    assert digest == digest_after(ref.digest, tag), f"{snapshot.name} on {variant}"
+
+
+@settings(max_examples=2, derandomize=True, deadline=None)
+@given(kill_ms=st.integers(0, 250), variant=st.sampled_from(sorted(VARIANTS)))
+def test_killed_run_resumes_from_its_last_snapshot(resumable, tmp_path_factory, kill_ms, variant):
+    """A run in real time killed (SIGKILL) ``kill_ms`` after its first snapshot resumes
+    from the newest snapshot it left (written atomically: never a torn file) and computes what it would have."""
+    folder = tmp_path_factory.mktemp("killed")
+    timing = ("-f", "false", "-o", "500", "msec")
+    end = (500_000_000, 0)  # the stop tag: the reference run's lines up to there
+    ref_digest = [ln for ln in resumable.digest if digest_after([ln], end) == []]
+    ref_stdout = [ln for ln in resumable.stdout if stdout_after([ln], end) == []]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    args = ["--checkpoint-every-tags", "3", "--checkpoint-dir", str(folder), *timing]
+    proc = subprocess.Popen(
+        [str(resumable.launcher), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=resumable.launcher.parent.parent,
+    )
+    deadline = time.monotonic() + 30
+    while not list(folder.glob("*.lfsnap")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(kill_ms / 1000)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    snapshot = Path(checkpoint.newest(str(folder)))
+    tag = tag_of(snapshot)
+    digest, stdout = digest_of(
+        resumable.launcher, "--resume", str(folder), *timing, *VARIANTS[variant]
+    )
+    assert digest == digest_after(ref_digest, tag)
+    assert stdout == stdout_after(ref_stdout, tag)
