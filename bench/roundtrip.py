@@ -9,7 +9,8 @@ message.
 Floor: two bare processes ping-ponging an integer through a shared-memory cell with the same
 wait and wake-up primitives (:func:`reactors.sync.wait`, :func:`reactors.sync.ring_if_sleeping`),
 i.e. the cost of the two wake-ups a round trip needs, without any runtime. Target: ours <= 1.5x
-the floor, quiet and while one busy process of ours runs (bench.parallel_tags.Busy).
+the floor, quiet and while one busy process of ours runs (bench.parallel_tags.Busy); also
+measured with two.
 """
 
 from __future__ import annotations
@@ -81,14 +82,17 @@ def run(quick: bool) -> list[Row]:
     big = build_program("PingPong", {"count": n}, scratch())
     one = build_program("PingPong", {"count": 1}, scratch())
     rows = []
-    for busy in (0, 1):
+    for busy in (0, 1, 2):
         load = load_average()
         with Busy(busy, 600):
             ours = ours_us(big, one, n, reps)
             floor = statistics.median(floor_us(n) for _ in range(reps))
-        title = f"Round trip between 2 workers, {n:,} tags" + (", 1 busy process" if busy else "")
+        title = f"Round trip between 2 workers, {n:,} tags" + (
+            f", {busy} busy process(es)" if busy else ""
+        )
         ratio = ours / floor if floor > 0 else None
         met = "MET" if ratio is not None and ratio <= 1.5 else "MISSED"
+        goal = f"target ours <= 1.5x floor: {met}" if busy < 2 else "no target"
         rows += [
             Row(
                 title,
@@ -103,7 +107,7 @@ def run(quick: bool) -> list[Row]:
                 floor,
                 "µs/round trip",
                 ratio=floor / ours if ours > 0 else None,
-                note=f"2 processes, same wait and wake-up, no runtime; target ours <= 1.5x floor: {met}",
+                note=f"2 processes, same wait and wake-up, no runtime; {goal}",
             ),
         ]
     return rows

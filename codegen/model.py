@@ -16,6 +16,7 @@ from . import tree
 from .analyse import Analysis
 from .instance import ConnectionView, Elaborated, Instance, ReactionInst
 from .pyexpr import lf_text
+from .structure import fixed_parameters
 from .target import TargetConfig
 
 
@@ -47,9 +48,11 @@ def program_of(
 
 def main_parameters(prog: Elaborated) -> tuple[pm.MainParameter, ...]:
     """The main reactor's parameters (``bank_index`` aside), with their ``.lf`` text after any
-    ``lfc -D``, for the program's ``--help``."""
+    ``lfc -D`` and what fixes each at compile time, for the program's ``--help`` and its
+    command line."""
     site, main, _ = prog.sites["_lf_params_main"]  # site: the -D values as assignments
     given = {a.name: a.value for a in site.node.assignments} if site else {}
+    fixed = fixed_parameters(prog)
     return tuple(
         pm.MainParameter(
             name=p.name,
@@ -57,6 +60,7 @@ def main_parameters(prog: Elaborated) -> tuple[pm.MainParameter, ...]:
             default=lf_text(given.get(p.name, p.default)),
             file=p.pos.file,
             line=p.pos.line,
+            fixed=fixed.get(p.name, ""),
         )
         for p in main.parameters
         if p.name != "bank_index"

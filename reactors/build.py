@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from . import program as spec
 from .action import Action, PhysicalAction
+from .arguments import values as argument_values
 from .errors import BuildFailure, GraphError, SourceMap
 from .mode import ModalState, Mode, ModeCapsule, ModeSystem
 from .port import Multiport, Port
@@ -157,6 +158,8 @@ class _Builder:
                         None if parent is None else parent.obj, bank_index
                     )
                 )
+                if parent is None and self.g.arguments:  # the command line's main parameters
+                    params.update(argument_values(self.g.arguments, vars(self.module)))
                 obj = (
                     cls(info.name, bank_index, params)
                     if self._owns(i)
@@ -405,6 +408,7 @@ def _shell(
     obj = cls.__new__(cls)
     obj._lf_name = name
     obj._bank_index = bank_index
+    obj._lf_param_names = tuple(params)
     for key, value in params.items():
         setattr(obj, "_" + key, value)
     return obj

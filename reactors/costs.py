@@ -14,11 +14,13 @@ reactions take, which only a run can tell. So:
 - a later ``-w 0`` run predicts the time per tag of each worker count with that profile
   (:func:`predict`: the reactions in rank order, each on its placed worker, starting when its
   worker is free and its inputs from other workers have arrived) and takes the fastest
-  (:func:`choose`), one worker unless more are predicted at least :data:`GAIN` faster.
+  (:func:`choose`), one worker unless more are predicted at least :data:`GAIN` faster, with
+  the rules' placement improved by moving groups of reactors between workers while that lowers
+  the prediction (:func:`refine`).
 
 Which worker runs a reaction never changes a result, so neither does a profile. A profile is
-tied to the build of the program (its ``build_id``): after a rebuild the next ``-w 0`` run
-measures again. Times are ns.
+tied to the build of the program (its ``build_id``) and the main parameters given when it
+started: after a rebuild, or with other parameters, the next ``-w 0`` run measures again. Times are ns.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
-from .placement import max_parallel, place
+from .placement import groups, max_parallel, place
 from .program import Program
 from .topology import access, crossings, order
 
@@ -42,11 +44,19 @@ SKIP_TAGS = 3  # tags not measured at the start (start-up reactions, first-call 
 MEASURE_TAGS = 500  # tags measured
 MEASURE_NS = 500_000_000  # at most this long
 GAIN = 1.10  # more workers only when predicted at least this much faster
+REFINE_GROUPS, REFINE_ROUNDS = 64, 4  # placements refined by moving groups: at most
 #: What sharing a tag costs (ns, measured on the reference machine): a wake-up of a waiting
 #: worker, a value written into or read from a crossing, the end-of-tag exchange.
 WAKE_NS, VALUE_NS, EXCHANGE_NS = 6_000, 1_000, 6_000
 #: The wake-up when the cores are busy with other tasks (waiters block instead of spinning).
 BUSY_WAKE_NS = 60_000
+
+
+def build_key(graph: Program) -> str:
+    """What a profile is valid for: the program's build and the main parameters given when it
+    started (``--iters 90`` may change every reaction's cost)."""
+    given = ";".join(f"{a.name}={a.text}" for a in graph.arguments)
+    return f"{graph.build_id};{given}" if given else graph.build_id
 
 
 def reaction_names(graph: Program) -> list[str]:
@@ -58,8 +68,8 @@ def reaction_names(graph: Program) -> list[str]:
 @dataclass(frozen=True)
 class Profile:
     """Typical ns per tag of every reaction (``cost[name]``; a reaction that ran in a
-    fraction of the tags counts that fraction), measured over ``tags`` tags of the build
-    ``build_id`` of the program."""
+    fraction of the tags counts that fraction), measured over ``tags`` tags of a run of the
+    program with :func:`build_key` ``build_id``."""
 
     tags: int
     cost: dict[str, float]
@@ -68,7 +78,7 @@ class Profile:
     def per_rank(self, graph: Program) -> list[float] | None:
         """The costs in rank order, or None if the profile is of another build or program."""
         names = reaction_names(graph)
-        if self.build_id != graph.build_id or set(names) != set(self.cost):
+        if self.build_id != build_key(graph) or set(names) != set(self.cost):
             return None
         return [self.cost[n] for n in names]
 
@@ -114,7 +124,7 @@ class Calibrator:
     def __init__(self, sched: Any, graph: Program):
         self.sched = sched
         self.names = reaction_names(graph)
-        self.build_id = graph.build_id
+        self.build_id = build_key(graph)
         self.table = sched.table
         self.saved = list(self.table)
         self.times: list[list[int]] = [[] for _ in self.table]  # ns of each call, per rank
@@ -180,21 +190,28 @@ def _typical(times: list[int]) -> float:
     return float(statistics.median(times)) if times else 0.0
 
 
-def predict(graph: Program, costs: Sequence[float], workers: int, wake_ns: int = WAKE_NS) -> float:
+def predict(
+    graph: Program,
+    costs: Sequence[float],
+    workers: int,
+    wake_ns: int = WAKE_NS,
+    at: Sequence[int] | None = None,
+) -> float:
     """Predicted ns per tag on ``workers`` workers with reaction ``costs`` (ns per tag, in
     rank order): the reactions in rank order, each on the worker its reactor is placed on
-    (:func:`reactors.placement.place`), starting when that worker is free and, for a reaction
-    that reads a crossing, ``wake_ns`` after its writer finished; each crossing value costs
-    its writer and reader :data:`VALUE_NS`, and a tag ends with the exchange
-    (:data:`EXCHANGE_NS`) after the last worker finished."""
+    (``at[reactor id]``, default :func:`reactors.placement.place`), starting when that worker
+    is free and, for a reaction that reads a crossing, ``wake_ns`` after its writer
+    finished; each crossing value costs its writer and reader :data:`VALUE_NS`, and a tag
+    ends with the exchange (:data:`EXCHANGE_NS`) after the last worker finished."""
     if workers <= 1:
         return float(sum(costs))
-    at = place(graph, workers)
+    if at is None:
+        at = place(graph, workers)
     acc = access(graph)
     worker = [at[acc.reactor[r]] for r in range(len(costs))]
     crossing_reads: dict[int, list[int]] = {}  # reading rank -> writing ranks elsewhere
     extra = [0.0] * len(costs)
-    for c in crossings(graph, at):
+    for c in crossings(graph, list(at)):
         writes = sorted(acc.writes[c.root])
         for r in acc.reads.get(c.root, ()):
             if worker[r] != c.writer:
@@ -212,16 +229,52 @@ def predict(graph: Program, costs: Sequence[float], workers: int, wake_ns: int =
     return max(free) + EXCHANGE_NS
 
 
+def refine(
+    graph: Program, costs: Sequence[float], workers: int, wake_ns: int = WAKE_NS
+) -> tuple[list[int], float]:
+    """The placement of :func:`reactors.placement.place` on ``workers`` workers, improved by
+    moving whole groups (:func:`reactors.placement.groups`; pinned ones stay) to another
+    worker while that lowers the predicted time per tag (:func:`predict`) by at least 1%; with
+    more than :data:`REFINE_GROUPS` groups, the rules' placement. Returns the placement
+    (worker of each reactor id) and its predicted ns per tag."""
+    at = place(graph, workers)
+    best = predict(graph, costs, workers, wake_ns, at)
+    group = groups(graph)
+    pinned = {group[r.id] for r in graph.reactors if r.pin is not None}
+    movable = sorted({group[r.id] for r in graph.reactors if r.reactions} - pinned)
+    if len(movable) > REFINE_GROUPS:
+        return at, best
+    members = {g: [i for i, x in enumerate(group) if x == g] for g in movable}
+    for _ in range(REFINE_ROUNDS):
+        improved = False
+        for g in movable:
+            here = at[g]
+            for w in range(workers):
+                if w == here:
+                    continue
+                trial = list(at)
+                for i in members[g]:
+                    trial[i] = w
+                got = predict(graph, costs, workers, wake_ns, trial)
+                if got < best * 0.99:
+                    at, best, here, improved = trial, got, w, True
+        if not improved:
+            break
+    return at, best
+
+
 @dataclass(frozen=True)
 class Choice:
     """The worker count chosen by :func:`choose`, the predicted ns per tag of each count
     tried, why (one line, for ``--verbose``), and whether the run should measure (it had no
-    usable profile)."""
+    usable profile) and the placement to run with (worker of each reactor id; None: the
+    rules' placement)."""
 
     workers: int
     predicted: dict[int, float]
     reason: str
     measure: bool = False
+    placement: tuple[int, ...] | None = None
 
 
 def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = False) -> Choice:
@@ -239,9 +292,15 @@ def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = Fal
         return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs", True)
     top = max(1, min(cores, max_parallel(graph)))
     wake = BUSY_WAKE_NS if busy else WAKE_NS
-    predicted = {w: predict(graph, costs, w, wake) for w in range(1, top + 1)}
+    predicted = {1: predict(graph, costs, 1)}
+    placements: dict[int, list[int]] = {}
+    for w in range(2, top + 1):
+        placements[w], predicted[w] = refine(graph, costs, w, wake)
     best = min(predicted, key=lambda w: (predicted[w], w))
     if best > 1 and predicted[best] * GAIN > predicted[1]:
         best = 1
     shown = ", ".join(f"{w} worker(s) {predicted[w] / 1000:.1f} us" for w in predicted)
-    return Choice(best, predicted, f"predicted time per tag: {shown}; chose {best}")
+    placement = tuple(placements[best]) if best > 1 else None
+    return Choice(
+        best, predicted, f"predicted time per tag: {shown}; chose {best}", False, placement
+    )

@@ -194,7 +194,10 @@ def report(
     if isinstance(exc, SystemExit):
         where = _where(format_exception(exc, smap)[1] or fallback)
         if not isinstance(exc.code, (int, type(None))):
+            # sys.exit("message"): the message is what the program has to say (status 1)
             err.write(f"{exc.code}\n")
+            err.flush()
+            return status
         if status != 0:
             err.write(f"ERROR: {what} exited with status {status}{where}\n")
         elif log is not None:

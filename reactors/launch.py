@@ -7,6 +7,7 @@ reaction raised or the program could not start, 130 on Ctrl-C.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .arguments import Argument, argument
 from .build import build
 from .checkpoint import attach, policy_of, usable
 from .clock import Clock
@@ -34,7 +36,7 @@ from .program import MainParameter, Program
 from .scheduler import Scheduler
 from .snapshot import SnapshotError
 from .target import DEFAULTS, TargetSettings
-from .units import parse_duration
+from .units import is_unit, parse_duration
 
 if TYPE_CHECKING:
     from .costs import Calibrator
@@ -59,6 +61,7 @@ usage: {prog} [options]
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
+  --<parameter> <value>                   set a main-reactor parameter (listed below)
 Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
 
 
@@ -74,9 +77,13 @@ def usage(program: Program) -> str:
     width = min(max(map(len, heads)), 40)
     lines = [
         f"  {head:<{width}}  ({os.path.basename(p.file)}:{p.line})"
+        + (f" compile time only: {p.fixed}" if p.fixed else "")
         for head, p in zip(heads, params)
     ]
-    title = f"Parameters of the main reactor {name} (set at compile time with lfc -D NAME=VALUE):"
+    title = (
+        f"Parameters of the main reactor {name} (--NAME VALUE when it starts, "
+        "lfc -D NAME=VALUE when compiled):"
+    )
     return "\n".join([text, "", title, *lines])
 
 
@@ -105,6 +112,8 @@ class Options:
     run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
     verbose: bool = False  # explain choices on stderr
     profile: str | None = None  # where a -w 0 run on one worker saves what it measured
+    placement: tuple[int, ...] | None = None  # -w 0's placement (worker of each reactor id)
+    arguments: tuple[Argument, ...] = ()  # main-reactor parameters given as --NAME VALUE
     # snapshots (reactors.checkpoint): every so many ns of logical time or tags, where, how
     # many kept; the snapshot (file or directory) to resume from
     checkpoint_every: int | None = None
@@ -114,10 +123,16 @@ class Options:
     resume: str | None = None
 
 
-def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Options:
-    """Parse program options over the program's target properties ``target``.
+def parse_options(
+    argv: Sequence[str],
+    target: TargetSettings = DEFAULTS,
+    parameters: Sequence[MainParameter] = (),
+) -> Options:
+    """Parse program options over the program's target properties ``target``; ``--NAME
+    VALUE`` (or ``--NAME=VALUE``) sets the main-reactor parameter NAME of ``parameters``.
 
-    Raises LaunchError for an unknown option or a malformed value.
+    Raises LaunchError for an unknown option or a malformed value, and for a parameter that
+    is fixed at compile time (the message says to use ``lfc -D``).
     """
     o = Options(
         fast=target.fast, keepalive=target.keepalive, timeout=target.timeout, workers=target.workers
@@ -149,8 +164,10 @@ def parse_options(argv: Sequence[str], target: TargetSettings = DEFAULTS) -> Opt
             o.digest = _path(args, a)
         elif a in _CHECKPOINT_OPTIONS:
             _checkpoint_option(o, a, args)
+        elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
+            o.arguments += (_argument(p, a, args),)
         else:
-            raise LaunchError(f"unknown option '{a}'")
+            raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
     return o
 
 
@@ -189,6 +206,44 @@ def _path(args: list, opt: str) -> str:
     if not args:
         raise LaunchError(f"{opt} expects a path")
     return os.path.abspath(args.pop(0))
+
+
+def _parameter(opt: str, parameters: Sequence[MainParameter]) -> MainParameter | None:
+    """The main parameter that ``--NAME`` or ``--NAME=VALUE`` sets (dashes may stand for
+    underscores), or None."""
+    name = opt[2:].split("=", 1)[0]
+    for p in parameters:
+        if name in (p.name, p.name.replace("_", "-")):
+            return p
+    return None
+
+
+def _argument(p: MainParameter, opt: str, args: list) -> Argument:
+    """``--NAME VALUE`` (``opt``, then the value from ``args``) for parameter ``p``, checked;
+    a time may come as two words (``--period 10 msec``)."""
+    if "=" in opt:
+        text = opt.split("=", 1)[1]
+    elif args:
+        text = args.pop(0)
+        if args and text.isdigit() and is_unit(args[0]):
+            text += " " + args.pop(0)
+    else:
+        raise LaunchError(f"{opt} expects a value (an LF expression)")
+    if p.fixed:
+        raise LaunchError(
+            f"--{p.name} {text}: '{p.name}' is fixed at compile time ({p.fixed}); "
+            f"rebuild the program with lfc -D {p.name}={text}"
+        )
+    try:
+        return argument(p.name, text, p.default)
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+
+
+def _known(parameters: Sequence[MainParameter]) -> str:
+    """`` (parameters: a, b)``: the main parameters that can be set, for an unknown option."""
+    names = [p.name for p in parameters if not p.fixed]
+    return f" (the main reactor's parameters are {', '.join(names)})" if names else ""
 
 
 def _flag(args: list, opt: str) -> bool:
@@ -261,7 +316,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     """Like :func:`main` with an already loaded program (absolute paths) and option list."""
     try:
         target = graph.target
-        opts = parse_options(list(args), target)
+        opts = parse_options(list(args), target, graph.main_parameters)
         log = Log(target.logging or DEFAULTS.logging)
     except (LaunchError, ValueError) as e:
         sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
@@ -269,6 +324,8 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     if opts.help:
         print(usage(graph))
         return 0
+    if opts.arguments:
+        graph = dataclasses.replace(graph, arguments=opts.arguments)
     CTX.log = log
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
@@ -329,6 +386,7 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
         log.info(f"-w 0: {choice.reason}")
     if choice.measure:
         opts.profile = path
+    opts.placement = choice.placement
     return choice.workers
 
 
@@ -370,10 +428,14 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     records = _recorders(sched, opts)
     calibrator = _calibrator(sched, graph, opts)
     saved = catch_stop_signals()
+    finished = False
     try:
         attach(sched, graph, opts, None, program.ports)
-        sched.run()
-        _write_records(records, opts)
+        try:
+            sched.run()
+            finished = True
+        finally:  # on every exit: a failed or stopped run keeps the tags it completed
+            _write_records(records, opts, finished)
         if calibrator is not None:
             _save_profile(calibrator, opts, log)
     except KeyboardInterrupt:
@@ -428,14 +490,17 @@ def _recorders(sched: Scheduler, opts: Options) -> Records:
     return digest, timeline
 
 
-def _write_records(records: Records, opts: Options) -> None:
+def _write_records(records: Records, opts: Options, finished: bool) -> None:
+    """Write the digest and the timing trace; the digest holds the last tag only when the
+    run ``finished`` (a failed or stopped run left it part way)."""
     digest, timeline = records
     if digest is None and timeline is None:
         return
     from .trace import merge, write_timeline
 
     if digest is not None and opts.digest:
-        digest.final()
+        if finished:
+            digest.final()
         digest.digest.write(opts.digest + ".w0")
         merge([opts.digest + ".w0"], opts.digest)
     if timeline is not None and opts.trace_file:

@@ -47,7 +47,7 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
     returns the exit status. Raises KeyError for a backend not in :data:`BACKENDS`."""
     backend = opts.backend or default_backend()
     transport = BACKENDS[backend]
-    plan = make_plan(graph, workers)
+    plan = make_plan(graph, workers, getattr(opts, "placement", None))
     log.log(f"---- Running on {workers} workers ({backend})")
     if opts.fast and graph.physical_actions:
         log.warn("fast execution with physical actions: physical tags may lag logical time")

@@ -10,6 +10,7 @@ worker may send the text of tag ``s + 1`` before the coordinator printed that of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .build import Assembly
@@ -47,9 +48,12 @@ class Plan:
         return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def make_plan(graph: Program, workers: int) -> Plan:
-    """The plan for ``workers`` workers (a pure function of the graph)."""
-    placement = place(graph, workers)
+def make_plan(graph: Program, workers: int, placement: Sequence[int] | None = None) -> Plan:
+    """The plan for ``workers`` workers (a pure function of the graph), with the placement
+    of :func:`reactors.placement.place` or ``placement`` (the worker of each reactor id,
+    e.g. refined by :func:`reactors.costs.refine`; it must keep every group on one worker)."""
+    if placement is None or len(placement) != len(graph.reactors):
+        placement = place(graph, workers)
     owned: list[set[int]] = [set() for _ in range(workers)]
     for rid, w in enumerate(placement):
         owned[w].add(rid)

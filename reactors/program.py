@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
+from .arguments import Argument
 from .errors import GraphError, ProgramFormatError
 from .jsonform import Mismatch, decode, encode, key
 from .target import TargetSettings
@@ -116,13 +117,16 @@ class LineRange(NamedTuple):
 class MainParameter:
     """A parameter of the main reactor, for the program's ``--help``: ``type`` is the declared
     type's text (None: none declared); ``default`` the value's ``.lf`` text after any
-    ``lfc -D``; ``file``/``line`` where it is declared (the main file or a superclass's)."""
+    ``lfc -D``; ``file``/``line`` where it is declared (the main file or a superclass's);
+    ``fixed``: what fixes its value at compile time (a width, a timer period...), so that it
+    can only change with ``lfc -D``; "" when it may be given on the program's command line."""
 
     name: str
     type: str | None
     default: str
     file: str
     line: int
+    fixed: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -426,6 +430,8 @@ class Program:
     connections: tuple[Connection, ...] = ()
     line_map: tuple[LineRange, ...] = ()
     main_parameters: tuple[MainParameter, ...] = ()
+    # Main parameters given on the command line (``--seed 3``); the compiler writes none.
+    arguments: tuple[Argument, ...] = ()
     # Shared with the generated module's ``BUILD_ID``: a module and a graph.json from two
     # different builds are refused at launch ("" accepts any module).
     build_id: str = ""

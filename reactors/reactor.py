@@ -43,9 +43,15 @@ class ReactorBase:
     def __init__(self, name: str, bank_index: int, params: dict[str, Any]):
         self._lf_name = name
         self._bank_index = bank_index
+        self._lf_param_names = tuple(params)
         for key, value in params.items():
             setattr(self, "_" + key, value)
         self._lf_init_state()
+
+    def lf_parameters(self) -> dict[str, Any]:
+        """The instance's parameter values, name -> value, in declaration order (those of the
+        main reactor include any given on the program's command line)."""
+        return {name: getattr(self, "_" + name) for name in self._lf_param_names}
 
     def lf_reactor_full_name(self) -> str:
         """The instance's full name, as in LF's ``lf_reactor_full_name(self)``: the main

@@ -25,7 +25,7 @@ from .log import Log
 from .output import output_readers
 from .plan import Plan
 from .program import Program
-from .records import merge_records
+from .records import cut_tag, merge_records
 from .sync import ABORT, FAILS, FINISHED, PRINTED, STATE, Control
 from .transport import Bell, Idle, Transport, Waker, WorkerDied
 
@@ -47,7 +47,6 @@ def run(
         bell, idle = transport.watch()
         status = supervise(ctl, bell, idle)
         transport.join()
-        merge_records(opts, plan.workers)
     except WorkerFailed as f:
         status = f.status
     except WorkerDied as e:
@@ -59,7 +58,7 @@ def run(
     finally:
         saved = _ignore_signals()
         try:
-            lost = _end(transport, plan)
+            lost = _end(transport, plan, opts)
             if lost is not None:  # said once: by the coordinator if it failed first
                 status = output_failed(lost, say=status == 0)
         finally:
@@ -70,13 +69,15 @@ def run(
     return status
 
 
-def _end(transport: Transport, plan: Plan) -> OSError | None:
-    """Stop and join the workers, print the pending output, release the transport. Returns
-    the error if the output could not be written (closed pipe, full device), else None."""
+def _end(transport: Transport, plan: Plan, opts: Any) -> OSError | None:
+    """Stop and join the workers, merge their records, print the pending output, release the
+    transport. Returns the error if the output could not be written (closed pipe, full
+    device), else None."""
     ctl = transport.control
     try:
         stop_workers(ctl, transport.worker_bells())
         transport.shutdown()
+        merge_records(opts, plan.workers, cut_tag(ctl))  # however the run ended
         try:
             write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
             sys.stdout.flush()

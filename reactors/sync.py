@@ -7,9 +7,9 @@ a writer stores the data cells first and the *publishing* cell (a sequence numbe
 reader waits for the publishing cell, then reads the data (x86-64 keeps stores in order; see
 README for the memory-order assumption).
 
-A waiter (:func:`wait`) first polls its condition for at most ``spin_ns`` (only while the
-cores are not all busy with other tasks: :class:`Contention`), then announces that it sleeps
-(its ``SLEEP`` cell), re-checks, and blocks in the kernel on its :class:`Bell` (an ``eventfd`` for processes, a
+A waiter (:func:`wait`) first polls its condition for at most ``spin_ns`` (much shorter while
+other tasks keep all the cores busy: :class:`Contention`), then announces that it sleeps (its
+``SLEEP`` cell), re-checks, and blocks in the kernel on its :class:`Bell` (an ``eventfd`` for processes, a
 ``threading.Event`` for threads) with a timeout that grows from 1 ms to 50 ms.
 A waker rings a bell only when the owner announced it sleeps (:func:`ring_if_sleeping`). The
 timeout bounds the cost of the one unfenced race (store/load reordering between the
@@ -42,9 +42,12 @@ W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
 C_STATE, C_KIND, C_SLOT, C_GEN, C_NBYTES, C_META, C_PACK = range(7)
 C_HELD = 7
 INLINE_CELLS = 64
-# per-batch cells (reactors.topology.Batch), at batch_cell(b): the last tag sequence number
-# published; one 64-byte line each, so that workers publishing batches share no cache line
+# per-batch cells (reactors.topology.Batch), at batch_cell(b): ``seq * BATCH_SEQ + k`` once
+# the first k crossings of the batch are published for tag number ``seq`` (a batch's crossings
+# are published in order, each as soon as its last writer ran); one 64-byte line per batch, so
+# that workers publishing batches share no cache line
 BATCH_STRIDE = 8
+BATCH_SEQ = 1 << 20  # more than the crossings of any batch
 
 NONE_T = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
 
@@ -101,7 +104,7 @@ class Control:
         return HEADER + WORKER_STRIDE * self.workers + self.channel_stride * c
 
     def batch_cell(self, b: int) -> int:
-        """The cell of batch ``b``: the sequence number of the last tag it was published for."""
+        """The cell of batch ``b``: how far it is published (:data:`BATCH_SEQ`)."""
         return (
             HEADER
             + WORKER_STRIDE * self.workers
@@ -210,8 +213,8 @@ class Contention:
     """Whether a waiter may spin: not while other runnable tasks already fill the cores.
 
     A spinning waiter is one more task that wants a core. When the other runnable tasks
-    (the worker it waits for included) are at least as many as the machine's cores, the spin
-    only takes CPU time from them, so the waiter blocks at once; the kernel wakes a blocked
+    (the worker it waits for included) are at least as many as the machine's cores, a long
+    spin only takes CPU time from them, so the waiter blocks soon; the kernel wakes a blocked
     waiter quickly, since it slept. Sampled from the running-task count of ``/proc/loadavg``
     at most every ``period_ns`` (which counts the sampler itself). That count is the whole
     machine's (also inside a container), so it is compared with the machine's cores
@@ -245,6 +248,7 @@ class Contention:
 
 
 CONTENTION = Contention()
+BUSY_SPIN_NS = 20_000  # the poll of a wait while the cores are busy, ns
 
 
 def wait(
@@ -255,8 +259,9 @@ def wait(
     spin_ns: int,
     idle: Idle | None = None,
 ) -> None:
-    """Return once ``cond()`` is true: poll it up to ``spin_ns`` (unless the cores are busy,
-    :data:`CONTENTION`), then block on ``bell`` with the sleeping announcement in
+    """Return once ``cond()`` is true: poll it up to ``spin_ns`` (only :data:`BUSY_SPIN_NS`
+    while the cores are busy, :data:`CONTENTION`: enough for what a running peer publishes
+    right after what woke us), then block on ``bell`` with the sleeping announcement in
     ``cells[sleep_cell]``. No ``os.sched_yield``: with another runnable task on the core it
     hands the core over for a whole time slice (measured: 0.5 ms per call with one other
     busy process), far longer than a kernel wake-up.
@@ -267,9 +272,9 @@ def wait(
     """
     if cond():
         return
-    if spin_ns and CONTENTION.spin_ok():
+    if spin_ns:
         now = perf_counter_ns
-        end = now() + spin_ns
+        end = now() + (spin_ns if CONTENTION.spin_ok() else min(spin_ns, BUSY_SPIN_NS))
         while now() < end:
             if cond():
                 return

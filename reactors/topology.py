@@ -137,10 +137,15 @@ def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
     return out
 
 
+#: The most crossings in one batch (the batch cell counts them below ``reactors.sync.BATCH_SEQ``).
+BATCH_MAX = 4096
+
+
 @dataclass(frozen=True)
 class Batch:
-    """Crossings that one writer worker publishes together, once per tag: one sequence bump
-    and one wake-up per reader worker instead of one per channel.
+    """Crossings that one writer worker publishes through one control cell, per tag: in
+    order, each as soon as its last writer ran (a reader takes each as it comes), so one
+    cache line and at most one wake-up per reader worker carry them all.
 
     ``index``: position in the program's list of batches (its control cell); ``writer``: the
     writing worker; ``members``: the crossings' indices; ``last_write``: the highest rank that
@@ -177,6 +182,7 @@ def batches(found: list[Crossing], level: list[int]) -> list[Batch]:
             if group and (
                 level[c.last_write] != level[group[0].last_write]
                 or c.last_write >= min(min(g.first_read.values()) for g in group)
+                or len(group) >= BATCH_MAX
             ):
                 out.append(_batch(len(out), w, group))
                 group = []

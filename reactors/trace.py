@@ -7,7 +7,9 @@ numpy array as dtype, shape and C-order bytes; a torch tensor through numpy; any
 ``pickle`` protocol 5 (run with a fixed ``PYTHONHASHSEED`` when values hold sets of strings);
 an object pickle refuses is named by its type. The run writes one file, sorted by (tag,
 port); two runs computed the same values iff the files are equal. Files hold hex digests
-only: nothing is ever unpickled from them.
+only: nothing is ever unpickled from them. The file is written however the run ends; a run
+that fails or is stopped records every tag before the one in progress, which it left at a
+point that depends on the worker count (so a failing run's digest compares across workers too).
 
 **Timing trace** (target property ``tracing: true``). Each worker records the start and end
 of every reaction; the run writes ``<Name>.trace.json`` in the Chrome/Perfetto "traceEvents"
@@ -81,8 +83,10 @@ class Digest:
                 f.write(f"{t} {m} {name} {h}\n")
 
 
-def merge(parts: Iterable[str], path: str) -> None:
-    """Combine digest files ``parts`` into ``path``, sorted by (tag, port); removes them."""
+def merge(parts: Iterable[str], path: str, before: TagPair | None = None) -> None:
+    """Combine digest files ``parts`` into ``path``, sorted by (tag, port); removes them.
+    ``before``: keep only the lines of tags (elapsed ns, microstep) before it (a run cut
+    short at that tag); None keeps every line."""
     rows: list[tuple[int, int, str, str]] = []
     for p in parts:
         if not os.path.exists(p):  # a worker that wrote nothing (it was stopped)
@@ -92,6 +96,8 @@ def merge(parts: Iterable[str], path: str) -> None:
                 ts, ms, name, h = line.split()
                 rows.append((int(ts), int(ms), name, h))
         os.unlink(p)
+    if before is not None:
+        rows = [r for r in rows if (r[0], r[1]) < before]
     rows.sort()
     with open(path, "w", encoding="utf-8") as f:
         for t, m, name, h in rows:

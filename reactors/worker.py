@@ -9,9 +9,10 @@ writer lives here and readers elsewhere, or the reverse):
   incoming batch of crossings (:class:`reactors.topology.Batch`) that some reaction here with
   rank <= ``r`` reads (waiting for its writer if needed; their presence may trigger more
   reactions here);
-- as soon as every reaction here that can write an outgoing batch's crossings has had its
-  turn, the batch is published for this tag (each crossing present with its value, or absent;
-  then the batch's sequence cell), and the reader workers that sleep are woken.
+- as soon as every reaction here that can write an outgoing crossing has had its turn, the
+  crossing is published for this tag (present with its value, or absent), then its batch's
+  cell counts it, and the reader workers that sleep are woken; a reader takes the crossings
+  of a batch in order, each as soon as it is counted.
 
 Ranks respect precedence, so a writer's last rank is below every reader's first rank and the
 scheme cannot deadlock; at each tag a worker's reactions see exactly the port values they would
@@ -43,6 +44,7 @@ from .output import Captured, OutputPort
 from .scheduler import Scheduler
 from .sync import (
     ABORT,
+    BATCH_SEQ,
     COORD_SLEEP,
     DONE,
     FAILS,
@@ -83,8 +85,9 @@ class Link:
     """What a worker needs from its backend: the control block ``ctl``, its index ``me``,
     ``bells[w]`` for every worker (worker 0's also wakes the coordinator) and ``bells[W]`` for
     the supervisor, the spin budget ``spin_ns``, ``idle(ready_fds)`` (called while blocked;
-    may raise), the batches of crossings as ``incoming`` ``[(first rank here, [readers], batch
-    cell)]`` and ``outgoing`` ``[(last writing rank, [writers], batch cell, reader workers)]``,
+    may raise), the batches of crossings as ``incoming`` ``[(first rank here, [(position in
+    the batch, reader)], batch cell)]`` and the crossings as ``outgoing`` ``[(last writing
+    rank, writer, batch cell, position in the batch, reader workers)]``,
     ``output``: ``(Captured, (OutputPort, (writer of even tags, writer of odd tags)))``, its
     reactions' stdout and how it is sent, and ``free``: whether the run is free-running."""
 
@@ -95,8 +98,8 @@ class Link:
         bells: Sequence[Bell],
         spin_ns: int,
         idle: Idle | None,
-        incoming: Iterable[tuple[int, list[ChannelReader], int]],
-        outgoing: Iterable[tuple[int, list[ChannelWriter], int, tuple[int, ...]]],
+        incoming: Iterable[tuple[int, list[tuple[int, ChannelReader]], int]],
+        outgoing: Iterable[tuple[int, ChannelWriter, int, int, tuple[int, ...]]],
         output: tuple[Captured, tuple[OutputPort, tuple[ChannelWriter, ChannelWriter]]],
         free: bool = False,
     ):
@@ -104,7 +107,7 @@ class Link:
         self.free = free
         self.spin_ns, self.idle = spin_ns, idle
         self.incoming = sorted(incoming, key=lambda x: x[0])
-        self.outgoing = sorted(outgoing, key=lambda x: x[0])
+        self.outgoing = sorted(outgoing, key=lambda x: (x[0], x[2], x[3]))
         self.captured, self.output = output
 
 
@@ -435,16 +438,16 @@ class WorkerScheduler(Scheduler):
             raise
 
     def _publish(self, j: int, bound: int, seq: int) -> int:
-        """Publish outgoing batches ``j..`` whose last writer rank is below ``bound``; wake
-        their sleeping readers. Returns the next index."""
+        """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``, each
+        counted in its batch's cell; wake their sleeping readers. Returns the next index."""
         out = self.link.outgoing
         cells = self.cells
         woken: set[int] = set()
+        base = seq * BATCH_SEQ
         while j < len(out) and out[j][0] < bound:
-            _, writers, cell, readers = out[j]
-            for writer in writers:
-                writer.publish(seq)
-            cells[cell] = seq
+            _, writer, cell, pos, readers = out[j]
+            writer.publish(seq)
+            cells[cell] = base + pos
             woken.update(readers)
             j += 1
         ctl, bells = self.link.ctl, self.link.bells
@@ -452,14 +455,17 @@ class WorkerScheduler(Scheduler):
             ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
         return j
 
-    def _receive(self, batch: tuple[int, list[ChannelReader], int], seq: int) -> None:
+    def _receive(self, batch: tuple[int, list[tuple[int, ChannelReader]], int], seq: int) -> None:
+        """Take the crossings of an incoming batch that this worker reads, each as soon as
+        its writer published it."""
         cells = self.cells
         _, readers, cell = batch
-        if cells[cell] < seq:
-            link = self.link
-            self._cell, self._want = cell, seq
-            wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
-            if cells[STATE] == ABORT:
-                raise Aborted()
-        for reader in readers:
+        base = seq * BATCH_SEQ
+        for pos, reader in readers:
+            if cells[cell] < base + pos:
+                link = self.link
+                self._cell, self._want = cell, base + pos
+                wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
+                if cells[STATE] == ABORT:
+                    raise Aborted()
             reader.receive(seq)

@@ -47,7 +47,9 @@ def worker_main(
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
     CTX.run_id = opts.run_id
-    sched = None
+    sched: WorkerScheduler | None = None
+    digest: Digest | None = None
+    timeline: Timeline | None = None
     smap = SourceMap(getattr(module, "__file__", None), graph.line_map)
     try:
         try:
@@ -61,10 +63,13 @@ def worker_main(
         return 0
     except Aborted:
         captured.spill()
+        write_records(opts, me, digest, timeline)
         return 0
     except BaseException as exc:
         _send_or_spill(sched, captured)
-        return report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
+        status = report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
+        write_records(opts, me, digest, timeline)  # what it computed before the failure
+        return status
     finally:
         end.channels.close()
 
@@ -137,12 +142,18 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
     incoming, outgoing = [], []
     for b in plan.batches:
         members = [plan.crossings[i] for i in b.members]
+        cell = ctl.batch_cell(b.index)
         if b.writer == me:
-            writers = [channels.writer(c.index, c.readers, roots[c.root]) for c in members]
-            outgoing.append((b.last_write, writers, ctl.batch_cell(b.index), b.readers))
+            for pos, c in enumerate(members, 1):
+                writer = channels.writer(c.index, c.readers, roots[c.root])
+                outgoing.append((c.last_write, writer, cell, pos, b.readers))
         elif me in b.first_read:
-            readers = [channels.reader(c.index, roots[c.root]) for c in members if me in c.readers]
-            incoming.append((b.first_read[me], readers, ctl.batch_cell(b.index)))
+            readers = [
+                (pos, channels.reader(c.index, roots[c.root]))
+                for pos, c in enumerate(members, 1)
+                if me in c.readers
+            ]
+            incoming.append((b.first_read[me], readers, cell))
     port = OutputPort()
     sends = (
         channels.writer(plan.output_channel(me, 0), (), port),

@@ -16,7 +16,7 @@ takes sampled batches and returns new weights to broadcast.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -27,7 +27,7 @@ from torch import nn
 
 from .device import batch_to_device, choose_device
 from .networks import QNetwork, Weights, export_weights, load_weights
-from .seeding import torch_seeded
+from .seeding import torch_generator
 
 
 @dataclass
@@ -116,8 +116,13 @@ class DQNLearner:
             raise TypeError("DQNLearner supports Discrete action spaces only")
         self.cfg = cfg
         self.device = choose_device(cfg.device)
-        with torch_seeded(torch_seed):
-            net = QNetwork(obs_space.shape, int(action_space.n), cfg.hidden, cfg.activation)
+        net = QNetwork(
+            obs_space.shape,
+            int(action_space.n),
+            cfg.hidden,
+            cfg.activation,
+            generator=torch_generator(torch_seed),
+        )
         self.net = net.to(self.device)
         self.target = copy.deepcopy(self.net).requires_grad_(False)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, fused=True)
@@ -127,6 +132,20 @@ class DQNLearner:
     def weights(self) -> Weights:
         """The online network as :class:`rl_algos.networks.Weights`."""
         return export_weights(self.net, "q", self.updates)
+
+    def checkpoint(self) -> dict:
+        """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the online network (to
+        rebuild it), its ``state_dict`` (CPU tensors), the ``config`` (a dict) and
+        ``updates``."""
+        state = {k: v.cpu() for k, v in self.net.state_dict().items()}
+        return {
+            "algo": "dqn",
+            "kind": "q",
+            "spec": self.net.spec,
+            "state_dict": state,
+            "config": asdict(self.cfg),
+            "updates": self.updates,
+        }
 
     def update(self, batch: dict) -> dict:
         """One gradient step on a sampled batch (the dict of

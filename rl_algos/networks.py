@@ -6,6 +6,12 @@ reinforcement learning", Nature 518 (3 conv layers 32x8x8/4, 64x4x4/2, 64x3x3/1,
 units). Orthogonal initialisation with gain sqrt(2) for hidden layers, 0.01 for the policy
 head and 1 for the value head follows Andrychowicz et al. (2021), "What matters in on-policy
 RL? A large-scale empirical study", ICLR.
+
+Every random draw of a network's initialisation comes from the ``torch.Generator`` passed to
+its constructor, never from torch's process-wide generator: layers are created on the
+``meta`` device (no draw at all) and then initialised from the generator, so two reactors
+building networks at once in one process (worker threads) get the same weights as on their
+own.
 """
 
 from __future__ import annotations
@@ -22,51 +28,81 @@ from torch import nn
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
+def linear(n_in: int, n_out: int) -> nn.Linear:
+    """An uninitialised (B, n_in) -> (B, n_out) linear layer, on the ``meta`` device until
+    :func:`layer_init` or :func:`default_init` gives it weights."""
+    return nn.Linear(n_in, n_out, device="meta")
+
+
+def conv(n_in: int, n_out: int, kernel: int, stride: int) -> nn.Conv2d:
+    """An uninitialised 2-D convolution, on the ``meta`` device (see :func:`linear`)."""
+    return nn.Conv2d(n_in, n_out, kernel, stride=stride, device="meta")
+
+
 def layer_init(
-    layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: float = 0.0
+    layer: nn.Linear | nn.Conv2d,
+    generator: torch.Generator,
+    gain: float = math.sqrt(2),
+    bias: float = 0.0,
 ) -> nn.Module:
-    """Orthogonal weights scaled by ``gain`` and a constant bias; returns ``layer``."""
-    nn.init.orthogonal_(layer.weight, gain)
+    """Give ``layer`` CPU storage, orthogonal weights scaled by ``gain`` (drawn from
+    ``generator``) and a constant bias; returns ``layer``."""
+    layer.to_empty(device="cpu")
+    nn.init.orthogonal_(layer.weight, gain, generator=generator)
     if layer.bias is not None:
         nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def default_init(layer: nn.Linear | nn.Conv2d, generator: torch.Generator) -> nn.Module:
+    """Give ``layer`` CPU storage and torch's default initialisation (Kaiming-uniform
+    weights, bias uniform in +-1/sqrt(fan_in)), drawn from ``generator``; returns ``layer``."""
+    layer.to_empty(device="cpu")
+    nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+    if layer.bias is not None:
+        bound = 1.0 / math.sqrt(layer.weight[0].numel())
+        nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
     return layer
 
 
 def mlp(
     n_in: int,
     n_out: int,
+    generator: torch.Generator,
     hidden: Sequence[int] = (64, 64),
     activation: str = "tanh",
     out_gain: float = 1.0,
 ) -> nn.Sequential:
     """A fully connected network (B, n_in) float32 -> (B, n_out) float32 with ``activation``
     (``"tanh"`` or ``"relu"``; KeyError otherwise) between layers and a linear output layer
-    initialised with ``out_gain``."""
+    initialised with ``out_gain``; weights drawn from ``generator``."""
     layers, width = [], n_in
     for h in hidden:
-        layers += [layer_init(nn.Linear(width, h)), _ACTIVATIONS[activation]()]
+        layers += [layer_init(linear(width, h), generator), _ACTIVATIONS[activation]()]
         width = h
-    layers.append(layer_init(nn.Linear(width, n_out), gain=out_gain))
+    layers.append(layer_init(linear(width, n_out), generator, gain=out_gain))
     return nn.Sequential(*layers)
 
 
 class NatureCNN(nn.Module):
     """The Nature-DQN torso: (B, C, 84, 84) uint8 frames -> (B, 512) float32 features.
 
-    Frames are scaled to [0, 1] inside the network, so batches travel as uint8.
+    Frames are scaled to [0, 1] inside the network, so batches travel as uint8. Weights are
+    drawn from ``generator``.
     """
 
-    def __init__(self, in_channels: int = 4) -> None:
+    def __init__(self, generator: torch.Generator, in_channels: int = 4) -> None:
         super().__init__()
+        g = generator
         self.net = nn.Sequential(
-            layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)),
+            layer_init(conv(in_channels, 32, 8, 4), g),
             nn.ReLU(),
-            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            layer_init(conv(32, 64, 4, 2), g),
             nn.ReLU(),
-            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            layer_init(conv(64, 64, 3, 1), g),
             nn.ReLU(),
             nn.Flatten(),
-            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            layer_init(linear(64 * 7 * 7, 512), g),
             nn.ReLU(),
         )
 
@@ -79,6 +115,7 @@ class ActorCritic(nn.Module):
 
     ``forward(obs)`` takes (B, *obs_shape) and returns ``(logits (B, n_actions), value (B,))``,
     both float32. Vector observations get two MLPs; image observations share a NatureCNN.
+    Initial weights are drawn from ``generator`` (keyword-only, required).
     """
 
     def __init__(
@@ -87,6 +124,8 @@ class ActorCritic(nn.Module):
         n_actions: int,
         hidden: Sequence[int] = (64, 64),
         activation: str = "tanh",
+        *,
+        generator: torch.Generator,
     ) -> None:
         super().__init__()
         self.spec = dict(
@@ -95,15 +134,16 @@ class ActorCritic(nn.Module):
             hidden=tuple(hidden),
             activation=activation,
         )
+        g = generator
         if len(obs_shape) == 3:
-            self.torso: nn.Module = NatureCNN(obs_shape[0])
-            self.actor = layer_init(nn.Linear(512, n_actions), gain=0.01)
-            self.critic = layer_init(nn.Linear(512, 1), gain=1.0)
+            self.torso: nn.Module = NatureCNN(g, obs_shape[0])
+            self.actor = layer_init(linear(512, n_actions), g, gain=0.01)
+            self.critic = layer_init(linear(512, 1), g, gain=1.0)
         else:
             n_in = int(np.prod(obs_shape))
             self.torso = nn.Flatten()
-            self.actor = mlp(n_in, n_actions, hidden, activation, out_gain=0.01)
-            self.critic = mlp(n_in, 1, hidden, activation, out_gain=1.0)
+            self.actor = mlp(n_in, n_actions, g, hidden, activation, out_gain=0.01)
+            self.critic = mlp(n_in, 1, g, hidden, activation, out_gain=1.0)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.torso(obs)
@@ -112,7 +152,8 @@ class ActorCritic(nn.Module):
 
 class QNetwork(nn.Module):
     """Action values for a discrete action space (DQN): (B, *obs_shape) -> (B, n_actions)
-    float32. MLP for vector observations, NatureCNN + 512-unit head for frames."""
+    float32. MLP for vector observations, NatureCNN + 512-unit head for frames. Initial
+    weights are drawn from ``generator`` (keyword-only, required)."""
 
     def __init__(
         self,
@@ -120,6 +161,8 @@ class QNetwork(nn.Module):
         n_actions: int,
         hidden: Sequence[int] = (120, 84),
         activation: str = "relu",
+        *,
+        generator: torch.Generator,
     ) -> None:
         super().__init__()
         self.spec = dict(
@@ -128,11 +171,13 @@ class QNetwork(nn.Module):
             hidden=tuple(hidden),
             activation=activation,
         )
+        g = generator
         if len(obs_shape) == 3:
-            self.net = nn.Sequential(NatureCNN(obs_shape[0]), nn.Linear(512, n_actions))
+            head = default_init(linear(512, n_actions), g)
+            self.net = nn.Sequential(NatureCNN(g, obs_shape[0]), head)
         else:
             n_in = int(np.prod(obs_shape))
-            self.net = nn.Sequential(nn.Flatten(), mlp(n_in, n_actions, hidden, activation))
+            self.net = nn.Sequential(nn.Flatten(), mlp(n_in, n_actions, g, hidden, activation))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs)
@@ -166,7 +211,7 @@ def export_weights(net: nn.Module, kind: str, version: int = 0) -> Weights:
 def load_weights(w: Weights, net: nn.Module | None = None) -> nn.Module:
     """Copy ``w`` into ``net`` (built from ``w.spec`` when None) and return it. Raises
     KeyError for an unknown kind and RuntimeError when shapes do not match ``net``."""
-    if net is None:
-        net = KINDS[w.kind](**w.spec)
+    if net is None:  # its initial weights are overwritten: any generator will do
+        net = KINDS[w.kind](**w.spec, generator=torch.Generator())
     net.load_state_dict({k: torch.from_numpy(v) for k, v in w.state.items()})
     return net

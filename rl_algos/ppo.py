@@ -16,7 +16,7 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -29,7 +29,7 @@ from .device import batch_to_device, choose_device
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
 from .networks import ActorCritic, Weights, export_weights, load_weights
-from .seeding import torch_seeded
+from .seeding import torch_generator
 
 
 @dataclass
@@ -120,8 +120,13 @@ class PPOLearner:
             raise TypeError("PPOLearner supports Discrete action spaces only")
         self.cfg, self.rng = cfg, rng
         self.device = choose_device(cfg.device)
-        with torch_seeded(torch_seed):
-            net = ActorCritic(obs_space.shape, int(action_space.n), cfg.hidden, cfg.activation)
+        net = ActorCritic(
+            obs_space.shape,
+            int(action_space.n),
+            cfg.hidden,
+            cfg.activation,
+            generator=torch_generator(torch_seed),
+        )
         self.net = net.to(self.device)
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
@@ -136,6 +141,21 @@ class PPOLearner:
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
         return export_weights(self.net, "actor_critic", self.updates)
+
+    def checkpoint(self) -> dict:
+        """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the network (to rebuild
+        it), its ``state_dict`` (CPU tensors), the ``config`` (a dict), ``env_steps`` and
+        ``updates``."""
+        state = {k: v.cpu() for k, v in self.net.state_dict().items()}
+        return {
+            "algo": "ppo",
+            "kind": "actor_critic",
+            "spec": self.net.spec,
+            "state_dict": state,
+            "config": asdict(self.cfg),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+        }
 
     def observe(self, env_steps: list[EnvStep], record: ActRecord | None) -> Weights | None:
         """Take one tag's data; returns new Weights after an update, else None.
@@ -208,14 +228,15 @@ class PPOLearner:
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
             self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
-        sums = np.zeros(4)
+        sums = np.zeros(5)
         for epoch in range(cfg.update_epochs):
             for start in range(0, n, cfg.minibatch_size):
                 idx = d["perms"][epoch, start : start + cfg.minibatch_size]
                 sums += self._minibatch(d, idx)
         self.updates += 1
         count = cfg.update_epochs * -(-n // cfg.minibatch_size)
-        self.stats = dict(zip(("pg_loss", "v_loss", "entropy", "approx_kl"), sums / count))
+        names = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+        self.stats = dict(zip(names, sums / count))
         return self.stats
 
     def _minibatch(self, d: dict, idx: torch.Tensor):
@@ -240,4 +261,5 @@ class PPOLearner:
         self.opt.step()
         with torch.no_grad():
             kl = ((ratio - 1) - log_ratio).mean()
-        return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item()])
+            clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
+        return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item(), clipfrac.item()])

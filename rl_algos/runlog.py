@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
+from types import ModuleType
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
@@ -183,11 +184,7 @@ class EpisodeLog:
     def plot(self, png_path: str, title: str = "", target: float | None = None) -> str:
         """Write the learning curve (return per episode and its moving mean over ``window``,
         against environment steps) as a PNG with matplotlib's Agg backend."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
         ax.plot(self.steps, self.returns, ".", ms=3, alpha=0.35, label="episode return")
         if self.returns:
@@ -207,3 +204,14 @@ class EpisodeLog:
         fig.savefig(png_path)
         plt.close(fig)
         return png_path
+
+
+def pyplot() -> ModuleType:
+    """``matplotlib.pyplot`` on the Agg backend (imported on the first call, about half a
+    second: a logger imports it at start-up so that a stopped run draws its plot at once)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

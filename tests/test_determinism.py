@@ -33,10 +33,13 @@ SMALL = {
     "bench/Speedup.lf": (["rounds=2", "work=20000"], (), None),
     "bench/EnvBank.lf": (["n=5", "rounds=20", "iters=2"], ("numpy",), None),
     "bench/TinyBank.lf": (["n=5", "rounds=50"], (), None),
-    # the checkpoint path names the run's directory, which carries the start time
-    "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), r"\.saved$"),
-    "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), r"\.saved$"),
+    # no port carries a run's directory: every port value is compared
+    "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
+    "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
 }
+#: RL programs of tests/rl_fixtures/ run several times on each backend (their races are rare)
+RL_FIXTURES = ROOT / "tests" / "rl_fixtures"
+RL_NEEDS = ("torch", "gymnasium")
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[str(p.relative_to(LF_SRC)) for p in PROGRAMS])
@@ -63,3 +66,25 @@ def test_same_port_values_on_any_workers(program, tmp_path):
         ignore=ignore,
         variants=variants,
     )
+
+
+def skip_without(modules) -> None:
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+
+
+@pytest.mark.parametrize("backend,runs", [("threads", 3), ("processes", 2)])
+def test_two_learners_give_the_same_port_values_every_run(backend, runs, tmp_path):
+    """Two PPO agents from the lib reactors, learners on two workers: on threads both build
+    their networks at once, which must not mix their random streams (exact digest equality
+    with the one-worker run, several runs)."""
+    skip_without(RL_NEEDS)
+    launcher = build(RL_FIXTURES / "TwoAgentsPPO.lf", tmp_path)
+    ref, digest = run_digest(launcher, "w1", "-w", "1", timeout=300)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    assert digest
+    for i in range(runs):
+        r, d = run_digest(launcher, f"{backend}{i}", "-w", "2", "--backend", backend, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert d == digest, f"run {i} on 2 workers ({backend}) computed other port values"

@@ -207,7 +207,7 @@ def _profile(graph, env_ns, hub_ns=2_000.0):
             cost[n] = env_ns if n.endswith(".1") else 0.0
         else:
             cost[n] = hub_ns
-    return costs.Profile(100, cost, graph.build_id)
+    return costs.Profile(100, cost, costs.build_key(graph))
 
 
 def test_w0_takes_two_workers_for_heavy_environments_and_one_for_tiny_ones(envbank):
@@ -224,7 +224,7 @@ def test_w0_takes_two_workers_for_heavy_environments_and_one_for_tiny_ones(envba
 def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
     launcher, graph = envbank
     assert costs.choose(graph, None, cores=2).workers == 1
-    other = costs.Profile(10, {"Other.x.0": 1.0}, graph.build_id)
+    other = costs.Profile(10, {"Other.x.0": 1.0}, costs.build_key(graph))
     assert costs.choose(graph, other, cores=2).measure
     rebuilt = costs.Profile(10, _profile(graph, 1.0).cost, "an earlier build")
     assert "another build" in costs.choose(graph, rebuilt, cores=2).reason
@@ -267,3 +267,43 @@ def test_same_values_on_two_workers_while_other_processes_keep_the_cores_busy(en
         for p in busy:
             p.kill()
             p.wait()
+
+
+def test_refined_placement_keeps_groups_and_predicts_no_worse(envbank):
+    _, graph = envbank
+    from reactors.placement import groups, place
+
+    profile = _profile(graph, 15_000.0, hub_ns=40_000.0)
+    per_rank = profile.per_rank(graph)
+    at, predicted = costs.refine(graph, per_rank, 2)
+    assert predicted <= costs.predict(graph, per_rank, 2, at=place(graph, 2))
+    group = groups(graph)
+    for i, g in enumerate(group):
+        assert at[i] == at[g]  # a group never splits
+    plan = make_plan(graph, 2, at)
+    assert list(plan.placement) == at
+
+
+def test_w0_runs_with_the_chosen_placement_and_the_same_results(envbank):
+    launcher, graph = envbank
+    ref = subprocess.run([str(launcher), "-w", "1"], capture_output=True, text=True)
+    profile = launcher.parent.parent / "src-gen" / "EnvBank" / costs.PROFILE
+    assert _profile(graph, 140_000.0, hub_ns=60_000.0).save(str(profile))
+    got = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert "chose 2" in got.stderr, got.stderr
+    assert ref.stdout.split("checksum")[1] == got.stdout.split("checksum")[1]
+    profile.unlink()
+
+
+def test_a_profile_holds_for_the_parameters_it_was_measured_with(envbank):
+    import dataclasses
+
+    from reactors.arguments import Argument
+
+    _, graph = envbank
+    other = dataclasses.replace(graph, arguments=(Argument("iters", "50"),))
+    profile = _profile(graph, 15_000.0)
+    assert profile.per_rank(graph) is not None
+    assert profile.per_rank(other) is None  # measured without --iters 50
+    assert costs.choose(other, profile, cores=2).measure

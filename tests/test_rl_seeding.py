@@ -11,8 +11,15 @@ import numpy as np
 import torch
 
 from rl_algos.device import batch_to_device, choose_device
-from rl_algos.networks import ActorCritic, export_weights, load_weights
-from rl_algos.seeding import derive_int, name_words, reactor_rng, seed_sequence, torch_seeded
+from rl_algos.networks import ActorCritic, QNetwork, export_weights, load_weights
+from rl_algos.seeding import (
+    derive_int,
+    instance_path,
+    name_words,
+    reactor_rng,
+    seed_sequence,
+    torch_generator,
+)
 
 
 def test_name_words_are_the_sha256_digest():
@@ -51,19 +58,51 @@ def test_derived_seeds_differ_by_purpose_and_leave_the_generator_alone():
     assert 0 <= derive_int(ss, "torch") < 2**63
 
 
-def test_torch_seeded_networks_are_identical_and_restore_the_global_generator():
+def test_streams_depend_on_the_path_below_the_main_reactor_only():
+    assert instance_path("Main.envs[1]") == "envs[1]"
+    assert instance_path("Main.agent.learner") == "agent.learner"
+    assert instance_path("Main") == ""
+    a = reactor_rng(1, "CartPolePPO.envs[0]").random(4)
+    assert np.array_equal(a, reactor_rng(1, "Renamed.envs[0]").random(4))
+
+
+def test_networks_draw_from_their_generator_only():
     before = torch.random.get_rng_state()
-    with torch_seeded(5):
-        a = ActorCritic((4,), 2)
-    with torch_seeded(5):
-        b = ActorCritic((4,), 2)
-    assert torch.equal(torch.random.get_rng_state(), before)
+    a = ActorCritic((4,), 2, generator=torch_generator(5))
+    b = ActorCritic((4,), 2, generator=torch_generator(5))
+    c = ActorCritic((4,), 2, generator=torch_generator(6))
+    q1 = QNetwork((4, 84, 84), 3, generator=torch_generator(5))
+    q2 = QNetwork((4, 84, 84), 3, generator=torch_generator(5))
+    assert torch.equal(torch.random.get_rng_state(), before)  # the process-wide one is untouched
     for x, y in zip(a.state_dict().values(), b.state_dict().values()):
         assert torch.equal(x, y)
+    for x, y in zip(q1.state_dict().values(), q2.state_dict().values()):
+        assert torch.equal(x, y)
+    assert not torch.equal(a.actor[0].weight, c.actor[0].weight)
     w = export_weights(a, "actor_critic", 3)
-    c = load_weights(w)
+    d = load_weights(w)
     obs = torch.ones(2, 4)
-    assert torch.equal(a(obs)[0], c(obs)[0]) and w.version == 3
+    assert torch.equal(a(obs)[0], d(obs)[0]) and w.version == 3
+
+
+def test_networks_built_at_once_in_threads_match_those_built_alone():
+    import threading
+
+    alone = [ActorCritic((4,), 2, (256, 256), generator=torch_generator(s)) for s in range(4)]
+    built: dict[int, ActorCritic] = {}
+
+    def make(seed: int) -> None:
+        for _ in range(5):
+            built[seed] = ActorCritic((4,), 2, (256, 256), generator=torch_generator(seed))
+
+    threads = [threading.Thread(target=make, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s, net in enumerate(alone):
+        for x, y in zip(net.state_dict().values(), built[s].state_dict().values()):
+            assert torch.equal(x, y)
 
 
 def test_batch_to_device_is_bit_exact_and_keeps_dtypes():

@@ -192,7 +192,8 @@ def test_help_names_the_program_and_lists_the_main_parameters(tmp_path):
     assert lines[0] == "usage: Prog [options]" and ".py" not in r.stdout
     assert any(line.lstrip().startswith("-w, --workers") for line in lines)
     i = lines.index(
-        "Parameters of the main reactor Prog (set at compile time with lfc -D NAME=VALUE):"
+        "Parameters of the main reactor Prog (--NAME VALUE when it starts, "
+        "lfc -D NAME=VALUE when compiled):"
     )
     params = [line.split("  (")[0].strip() for line in lines[i + 1 :]]
     assert params == [
@@ -227,6 +228,7 @@ def test_graph_json_lists_the_main_parameters(tmp_path):
         "default": "100 msec",
         "file": str(src),
         "line": 3,
+        "fixed": "",
     }
 
 

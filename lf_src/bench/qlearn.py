@@ -17,6 +17,9 @@ shared memory without pickling:
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 
@@ -118,19 +121,29 @@ class Learner:
 
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
-        torch.manual_seed(seed)
         self.torch = torch
-        self.q = torch.nn.Sequential(
-            torch.nn.Linear(OBS_DIM, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, N_ACTIONS)
-        )
-        self.target = torch.nn.Sequential(
-            torch.nn.Linear(OBS_DIM, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, N_ACTIONS)
-        )
+        self.q = self._mlp(torch.Generator().manual_seed(seed))
+        self.target = self._mlp(torch.Generator())
         self.target.load_state_dict(self.q.state_dict())
         self.opt = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.gamma, self.sync_every = gamma, sync_every
         self.updates = 0
         self.loss = float("nan")
+
+    def _mlp(self, generator: Any) -> Any:
+        """The Q-network with torch's default initialisation drawn from ``generator`` (a
+        ``torch.Generator``; never the process-wide one, which other reactors may share)."""
+        nn = self.torch.nn
+        layers = [
+            nn.Linear(OBS_DIM, HIDDEN, device="meta"),
+            nn.Linear(HIDDEN, N_ACTIONS, device="meta"),
+        ]
+        for layer in layers:
+            layer.to_empty(device="cpu")
+            nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+            bound = 1.0 / math.sqrt(layer.in_features)
+            nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+        return nn.Sequential(layers[0], nn.ReLU(), layers[1])
 
     def weights(self) -> np.ndarray:
         """The Q-network's parameters, float32 (N_PARAMS,), a fresh array."""

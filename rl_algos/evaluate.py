@@ -1,0 +1,199 @@
+"""Evaluate a trained policy: load a run directory's checkpoint, play N episodes of its
+environment with seeds of its own, report the mean and standard deviation of the returns,
+and optionally record one episode as a GIF (imageio).
+
+The checkpoint (``model.pt``, written by the PPO and DQN learner reactors) carries the
+algorithm, the network kind and spec, the state dict and the environment id; a run's
+``config.json`` supplies the environment id of older checkpoints. Actions are greedy: the
+most probable action of a PPO policy, the largest Q value of a DQN network.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .envs import make_env
+from .networks import Weights, load_weights
+from .record import read_record
+
+#: First episode seed of an evaluation: far from the seeds training draws (small integers).
+EVAL_SEED = 1_000_000
+RESULT_FILE = "eval.json"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Returns of ``episodes`` greedy episodes of ``env_id`` seeded ``seed``, ``seed + 1``...;
+    ``video``: the GIF written (None when not asked for)."""
+
+    model: str
+    env_id: str
+    seed: int
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...]
+    video: str | None = None
+
+    @property
+    def mean(self) -> float:
+        """Mean return."""
+        return float(np.mean(self.returns))
+
+    @property
+    def std(self) -> float:
+        """Standard deviation of the returns (population, as SB3's ``evaluate_policy``)."""
+        return float(np.std(self.returns))
+
+    def summary(self) -> str:
+        """``CartPole-v1: mean return 500.0 +- 0.0 over 10 episodes (min 500, max 500)``."""
+        return (
+            f"{self.env_id}: mean return {self.mean:.1f} +- {self.std:.1f} over "
+            f"{len(self.returns)} episodes (min {min(self.returns):g}, "
+            f"max {max(self.returns):g}; seeds {self.seed}..{self.seed + len(self.returns) - 1})"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form written to ``eval.json``."""
+        return {
+            "model": self.model,
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "episodes": len(self.returns),
+            "mean_return": self.mean,
+            "std_return": self.std,
+            "returns": list(self.returns),
+            "lengths": list(self.lengths),
+            "video": self.video,
+        }
+
+
+def find_model(path: str) -> str:
+    """The checkpoint of a run: ``path`` itself (a file), ``path/model.pt``, the only
+    ``path/*.model.pt``, or that of the newest run directory below ``path`` (a
+    ``runs/<program>`` folder).
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        ValueError: several learners' checkpoints and none named ``model.pt``.
+    """
+    if os.path.isfile(path):
+        return path
+    found = _checkpoints(path)
+    if not found:
+        runs = sorted(d for d in glob.glob(os.path.join(path, "*")) if _checkpoints(d))
+        if runs:
+            return find_model(runs[-1])
+        raise FileNotFoundError(f"no model.pt in {path}")
+    if len(found) > 1:
+        names = ", ".join(os.path.basename(f) for f in found)
+        raise ValueError(f"{path} holds several checkpoints ({names}); name one")
+    return found[0]
+
+
+def _checkpoints(run_dir: str) -> list[str]:
+    main = os.path.join(run_dir, "model.pt")
+    if os.path.isfile(main):
+        return [main]
+    return sorted(glob.glob(os.path.join(run_dir, "*.model.pt")))
+
+
+def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None]:
+    """The network of a checkpoint (eval mode, CPU) and its environment id (None when the
+    checkpoint predates recording it).
+
+    Raises:
+        KeyError: a checkpoint without ``kind``, ``spec`` or ``state_dict``.
+    """
+    ckpt = torch.load(model_path, map_location="cpu", weights_only=True)
+    state = {k: v.numpy() for k, v in ckpt["state_dict"].items()}
+    net = load_weights(Weights(ckpt["kind"], dict(ckpt["spec"]), state))
+    return net.eval(), ckpt.get("env_id") or None
+
+
+def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int:
+    """The greedy action of ``net`` (an ActorCritic or a QNetwork) for one observation."""
+    x = torch.as_tensor(obs[None])
+    if x.dtype != torch.uint8:
+        x = x.float()
+    with torch.no_grad():
+        out = net(x)
+    scores = out[0] if isinstance(out, tuple) else out  # (logits, value) or Q values
+    return int(scores.argmax(-1)[0])
+
+
+def evaluate(
+    run_dir: str,
+    episodes: int = 10,
+    seed: int = EVAL_SEED,
+    video: str | None = None,
+    env_id: str | None = None,
+) -> Evaluation:
+    """Play ``episodes`` greedy episodes with the checkpoint of ``run_dir`` (see
+    :func:`find_model`); ``video``: a GIF path for the first episode; ``env_id`` overrides
+    the recorded environment. Writes ``eval.json`` beside the checkpoint.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`find_model`; ValueError also when no
+            environment id is known.
+    """
+    if episodes < 1:
+        raise ValueError(f"--episodes must be at least 1, not {episodes}")
+    model = find_model(run_dir)
+    net, recorded = load_policy(model)
+    env_id = env_id or recorded or read_record(os.path.dirname(model)).get("env_id")
+    if not env_id:
+        raise ValueError(f"{model} records no environment id; give one with --env")
+    returns, lengths = [], []
+    for i in range(episodes):
+        frames: list[np.ndarray] | None = [] if (video and i == 0) else None
+        ret, length = play(net, env_id, seed + i, frames)
+        returns.append(ret)
+        lengths.append(length)
+        if frames is not None and video:
+            write_gif(frames, video)
+    result = Evaluation(model, env_id, seed, tuple(returns), tuple(lengths), video)
+    with open(os.path.join(os.path.dirname(model), RESULT_FILE), "w", encoding="utf-8") as f:
+        json.dump(result.to_json(), f, indent=1)
+    return result
+
+
+def play(
+    net: torch.nn.Module, env_id: str, seed: int, frames: list[np.ndarray] | None = None
+) -> tuple[float, int]:
+    """One greedy episode of ``env_id`` reset with ``seed``; returns (return, length). When
+    ``frames`` is a list, the rendered RGB frames (H, W, 3) uint8 are appended to it."""
+    if frames is not None:  # pygame draws off screen, with no display or sound device
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    env = make_env(env_id, render_mode="rgb_array") if frames is not None else make_env(env_id)
+    try:
+        obs, _ = env.reset(seed=seed)
+        total, length, done = 0.0, 0, False
+        while not done:
+            if frames is not None:
+                frames.append(np.asarray(env.render()))
+            obs, reward, terminated, truncated, _ = env.step(greedy_action(net, np.asarray(obs)))
+            total += float(reward)
+            length += 1
+            done = bool(terminated or truncated)
+        return total, length
+    finally:
+        env.close()
+
+
+def write_gif(frames: list[np.ndarray], path: str, fps: int = 30) -> str:
+    """Write RGB ``frames`` as an animated GIF at ``fps`` frames per second; returns ``path``.
+
+    Raises:
+        ImportError: imageio is not installed (``pip install imageio``).
+    """
+    import imageio.v2 as imageio
+
+    imageio.mimsave(path, list[Any](frames), duration=1000 / fps, loop=0)
+    return path

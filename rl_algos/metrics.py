@@ -1,0 +1,106 @@
+"""Training scalars under CleanRL's tag names, written to TensorBoard event files in the run
+directory and, row by row, to a CSV file beside them (``step,tag,value``).
+
+Tags: ``charts/episodic_return``, ``charts/episodic_length`` and ``charts/SPS`` (written by
+the episode logger), ``losses/value_loss``, ``losses/policy_loss``, ``losses/entropy``,
+``losses/approx_kl``, ``losses/clipfrac`` and ``charts/learning_rate`` (PPO learner, in its
+own ``losses.csv``). The step of a row is the number of environment steps taken so far.
+
+Logging is a side effect: nothing here is sent through a port, so a program's digests do not
+depend on it; ``charts/SPS`` reads the wall clock and differs from run to run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+#: PPO learner statistic (``PPOLearner.stats``) -> CleanRL tag.
+PPO_TAGS = {
+    "v_loss": "losses/value_loss",
+    "pg_loss": "losses/policy_loss",
+    "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl",
+    "clipfrac": "losses/clipfrac",
+}
+
+CSV_HEADER = "step,tag,value\n"
+
+
+class ScalarLog:
+    """Scalars of one writer (a logger or a learner) in ``run_dir``: a TensorBoard event file
+    (``events.out.tfevents.*``) and the CSV file ``run_dir/csv_name``.
+
+    ``tensorboard``: False writes the CSV only (also when the ``tensorboard`` package is
+    missing). Rows reach the CSV file line by line, so a killed run keeps them.
+    """
+
+    def __init__(self, run_dir: str, csv_name: str, tensorboard: bool = True) -> None:
+        self.csv = open(  # noqa: SIM115 - closed by close()
+            os.path.join(run_dir, csv_name), "w", encoding="utf-8", newline="", buffering=1
+        )
+        self.csv.write(CSV_HEADER)
+        self.events: Any = _event_writer(run_dir, csv_name) if tensorboard else None
+
+    def add(self, tag: str, value: float, step: int) -> None:
+        """One scalar ``value`` of ``tag`` at ``step`` environment steps."""
+        value, step = float(value), int(step)
+        self.csv.write(f"{step},{tag},{value:.9g}\n")
+        if self.events is not None:
+            self.events.add_event(_scalar_event(tag, value, step))
+
+    def add_all(self, scalars: Mapping[str, float], step: int) -> None:
+        """Every ``tag -> value`` of ``scalars`` at ``step``."""
+        for tag, value in scalars.items():
+            self.add(tag, value, step)
+
+    def close(self) -> None:
+        """Flush and close both files (idempotent)."""
+        if not self.csv.closed:
+            self.csv.close()
+        if self.events is not None:
+            self.events.close()
+            self.events = None
+
+
+def tagged(stats: Mapping[str, float], tags: Mapping[str, str]) -> dict[str, float]:
+    """``stats`` renamed by ``tags`` (statistics without a tag are left out)."""
+    return {tags[k]: float(v) for k, v in stats.items() if k in tags}
+
+
+class Throughput:
+    """Environment steps per second of wall-clock time, reported at most every ``interval``
+    seconds (``charts/SPS``)."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.t0 = self.last = time.monotonic()
+
+    def due(self, steps: int) -> float | None:
+        """Steps per second since the start when ``interval`` has passed, else None."""
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            return None
+        self.last = now
+        return steps / max(1e-9, now - self.t0)
+
+
+def _event_writer(run_dir: str, csv_name: str) -> Any:
+    """A TensorBoard ``EventFileWriter`` in ``run_dir`` (None without the tensorboard
+    package); its file name ends with ``csv_name``'s stem, which tells the writers apart."""
+    try:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    except ImportError:
+        return None
+    suffix = "." + os.path.splitext(csv_name)[0]  # which writer made the file
+    return EventFileWriter(run_dir, filename_suffix=suffix)
+
+
+def _scalar_event(tag: str, value: float, step: int) -> Any:
+    """A TensorBoard ``Event`` holding one scalar summary."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+    return event_pb2.Event(wall_time=time.time(), step=step, summary=summary)

@@ -1,0 +1,47 @@
+"""Where a learner reactor saves its model, one file per learner instance.
+
+A program with one learner writes ``model.pt`` into its run directory; a program with several
+learners (two agents) writes ``<instance path>.model.pt`` for each, the instance path being
+the learner's name below the main reactor (``a_learner.model.pt``, ``agents[1].learner.model.pt``).
+Learners are the instances of :data:`LEARNER_CLASSES`, counted in the program's ``graph.json``
+(beside the generated module), so every learner decides alike without exchanging messages,
+whatever the worker it runs on. Without a ``graph.json`` the instance path is always used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+from .seeding import instance_path
+
+#: Reactor classes (``lf_src/lib``) whose instances save a model.
+LEARNER_CLASSES = frozenset({"PPOLearner", "DQNLearner"})
+#: The file name of the model of a program's only learner.
+MODEL_FILE = "model.pt"
+
+
+def learner_names(graph_json: str) -> list[str]:
+    """Full names of the instances of :data:`LEARNER_CLASSES` in the program model at path
+    ``graph_json`` (a ``graph.json``), in instance order; [] when the file does not exist."""
+    try:
+        with open(graph_json, encoding="utf-8") as f:
+            reactors = json.load(f)["reactors"]
+    except FileNotFoundError:
+        return []
+    return [r["name"] for r in reactors if r["class"] in LEARNER_CLASSES]
+
+
+def model_file(full_name: str, learners: Sequence[str]) -> str:
+    """The model file name of learner ``full_name`` (``Main.learner``) in a program whose
+    learners are ``learners`` (full names): :data:`MODEL_FILE` when it is the only one, else
+    ``<instance path>.model.pt``."""
+    if list(learners) == [full_name]:
+        return MODEL_FILE
+    return f"{instance_path(full_name) or full_name}.{MODEL_FILE}"
+
+
+def model_path(run_dir: str, full_name: str, graph_json: str) -> str:
+    """``run_dir/<model_file>`` for learner ``full_name`` of the program of ``graph_json``."""
+    return os.path.join(run_dir, model_file(full_name, learner_names(graph_json)))
