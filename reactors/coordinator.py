@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from time import time_ns
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .engine import TagEngine, TagPair, Timing
 from .log import Log
@@ -65,6 +65,9 @@ from .sync import (
 )
 from .transport import Bell, ChannelReader, Idle, Waker
 from .worker import Aborted, WorkerScheduler
+
+if TYPE_CHECKING:
+    from .checkpoint import Resume
 
 #: Every worker's stdout channels: the pseudo port and its readers (of even tags, of odd
 #: tags), in worker order.
@@ -154,6 +157,7 @@ class Coordinator:
         self.worker: WorkerScheduler = None  # type: ignore[assignment]  # set by start()
         self.revs = [0] * self.n
         self.seq = 0
+        self.resume: Resume | None = None  # the snapshot the run resumes from (set by its worker)
 
     # ------------------------------------------------------------------ the run
 
@@ -163,10 +167,13 @@ class Coordinator:
         cells = self.cells
         self._wait(lambda: all(cells[b + STATUS] >= W_READY for b in self.bases))
         self._check_failed()
-        start = self.engine.begin(self._sleep_through)
-        cells[START_T] = start
+        engine = self.engine
+        engine.begin(self._sleep_through)
+        if self.resume is not None:  # tag 0 is the snapshot's tag (it ran already)
+            self.resume.shift(engine)
+        cells[START_T] = engine.start_time
         cells[STATE] = RUNNING
-        self._go(0, start, 0)
+        self._go(0, engine.time, engine.micro)
 
     def step(self) -> bool:
         """After worker 0's ``DONE`` of the current tag: complete the tag (print its output)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from .arguments import Argument, argument
 from .build import build
+from .checkpoint import attach, policy_of, usable
 from .clock import Clock
 from .context import CTX, new_run_id
 from .errors import (
@@ -38,6 +39,7 @@ from .errors import (
 from .log import Log
 from .program import MainParameter, Program
 from .scheduler import Scheduler
+from .snapshot import SnapshotError
 from .target import DEFAULTS, TargetSettings
 from .units import is_unit, parse_duration
 
@@ -56,6 +58,11 @@ usage: {prog} [options]
   -w, --workers <n>                       number of workers (0: one per core)
   --backend processes|threads             how workers run when there are several
   --digest <file>                         write a digest of every port value at every tag
+  --checkpoint-every <n> <units>          snapshot the program every so much logical time
+  --checkpoint-every-tags <n>             snapshot the program every n tags
+  --checkpoint-dir <dir>                  where snapshots go (default: checkpoints)
+  --checkpoint-keep <k>                   keep the last k snapshots (default: 3)
+  --resume <snapshot or dir>              continue from a snapshot (a dir: its newest)
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
@@ -112,6 +119,13 @@ class Options:
     profile: str | None = None  # where a -w 0 run on one worker saves what it measured
     placement: tuple[int, ...] | None = None  # -w 0's placement (worker of each reactor id)
     arguments: tuple[Argument, ...] = ()  # main-reactor parameters given as --NAME VALUE
+    # snapshots (reactors.checkpoint): every so many ns of logical time or tags, where, how
+    # many kept; the snapshot (file or directory) to resume from
+    checkpoint_every: int | None = None
+    checkpoint_every_tags: int | None = None
+    checkpoint_dir: str = field(default_factory=lambda: os.path.abspath("checkpoints"))
+    checkpoint_keep: int = 3
+    resume: str | None = None
 
 
 def parse_options(
@@ -152,14 +166,51 @@ def parse_options(
                 raise LaunchError(f"{a} expects 'processes' or 'threads'")
             o.backend = args.pop(0)
         elif a == "--digest":
-            if not args:
-                raise LaunchError(f"{a} expects a file name")
-            o.digest = os.path.abspath(args.pop(0))
+            o.digest = _path(args, a)
+        elif a in _CHECKPOINT_OPTIONS:
+            _checkpoint_option(o, a, args)
         elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
             o.arguments += (_argument(p, a, args),)
         else:
             raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
     return o
+
+
+_CHECKPOINT_OPTIONS = (
+    "--checkpoint-every",
+    "--checkpoint-every-tags",
+    "--checkpoint-dir",
+    "--checkpoint-keep",
+    "--resume",
+)
+
+
+def _checkpoint_option(o: Options, opt: str, args: list) -> None:
+    """Parse one of :data:`_CHECKPOINT_OPTIONS` into ``o`` (LaunchError if malformed)."""
+    if opt == "--checkpoint-every":
+        o.checkpoint_every = _duration(args, opt)
+        if not o.checkpoint_every:
+            raise LaunchError(f"{opt} expects a positive duration")
+    elif opt == "--checkpoint-every-tags":
+        o.checkpoint_every_tags = _positive(args, opt)
+    elif opt == "--checkpoint-keep":
+        o.checkpoint_keep = _positive(args, opt)
+    elif opt == "--checkpoint-dir":
+        o.checkpoint_dir = _path(args, opt)
+    else:
+        o.resume = _path(args, opt)
+
+
+def _positive(args: list, opt: str) -> int:
+    if not args or not args[0].isdigit() or int(args[0]) == 0:
+        raise LaunchError(f"{opt} expects a positive integer")
+    return int(args.pop(0))
+
+
+def _path(args: list, opt: str) -> str:
+    if not args:
+        raise LaunchError(f"{opt} expects a path")
+    return os.path.abspath(args.pop(0))
 
 
 def _parameter(opt: str, parameters: Sequence[MainParameter]) -> MainParameter | None:
@@ -313,6 +364,10 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if problem:
             log.error(f"{what}: cannot write {path}: {problem}")
             return 1
+    problem = _snapshots_unusable(graph, opts)
+    if problem:
+        log.error(problem)
+        return 1
     workers = opts.workers
     if workers == 0 and not target.single_threaded:
         workers = _auto_workers(module, graph, opts, log)
@@ -323,6 +378,27 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if workers > 1:
             return parallel.run(module, graph, opts, log, workers)
     return _run(module, graph, opts, log)
+
+
+def _snapshots_unusable(graph: Program, opts: Options) -> str | None:
+    """Why the run cannot take or resume snapshots as asked (checked at start-up, before
+    building), or None. Makes the checkpoint directory; ``opts.resume`` becomes the file."""
+    if opts.resume:
+        try:
+            opts.resume = usable(opts.resume, graph)
+        except SnapshotError as e:
+            return str(e)
+    if not policy_of(opts).active:
+        return None
+    try:
+        os.makedirs(opts.checkpoint_dir, exist_ok=True)
+    except OSError as e:
+        return f"--checkpoint-dir: cannot make {opts.checkpoint_dir}: {e}"
+    probe = os.path.join(opts.checkpoint_dir, "probe")
+    problem = unwritable(probe)
+    return (
+        f"--checkpoint-dir: cannot write in {opts.checkpoint_dir}: {problem}" if problem else None
+    )
 
 
 def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
@@ -382,6 +458,7 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     stop = StopSignals(lambda _status: sched.engine.post((None,)), log)
     finished = False
     try:
+        attach(sched, graph, opts, None, program.ports)
         try:
             with stop:
                 sched.run()
@@ -398,6 +475,9 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         if stop.status is None:
             log.info(f"---- {s.message}; stopping.")
         return stop.status or s.status
+    except SnapshotError as e:
+        log.error(str(e))
+        return 1
     except BaseException as exc:
         if stop.status is not None and isinstance(exc, SystemExit):
             return stop.status  # exit() while stopping on a signal: the signal's status

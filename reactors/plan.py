@@ -57,7 +57,7 @@ def make_plan(graph: Program, workers: int, placement: Sequence[int] | None = No
     owned: list[set[int]] = [set() for _ in range(workers)]
     for rid, w in enumerate(placement):
         owned[w].add(rid)
-    found = crossings(graph, placement)
+    found = crossings(graph, list(placement))
     return Plan(
         workers,
         tuple(placement),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .action import Action
 from .clock import Clock
@@ -73,6 +73,10 @@ class Scheduler:
         self.stopping = False  # at the stop tag (shutdown reactions are running)
         self.failed: Reaction | None = None
         self._thread: int | None = None
+        # reactors.checkpoint: the snapshots to take (a Checkpointer) and the one to resume
+        # from (a Resume), or None
+        self.checkpoint: Any = None
+        self.resume: Any = None
         self._attach()
 
     def _attach(self) -> None:
@@ -134,6 +138,9 @@ class Scheduler:
 
     def _begin(self) -> None:
         start = self.engine.begin(self.clock.wait_until)
+        if self.resume is not None:  # at the snapshot's tag, which has run already
+            self.resume.enter(self)
+            return
         self._enter_start_tag(start)
 
     def _enter_start_tag(self, start: int) -> None:
@@ -180,6 +187,7 @@ class Scheduler:
         inbox = self.inbox
         transitions = self.transitions
         fast = engine.timing.fast
+        checkpoint = self.checkpoint
         pop = heappop
         t, m = engine.time, engine.micro
         last = -1
@@ -198,6 +206,8 @@ class Scheduler:
                 sm = engine.stop_micro
                 if t == st and m == sm:
                     return
+                if checkpoint is not None:
+                    checkpoint.tag_done(self)
                 if inbox:
                     engine.drain()
                     st, sm = engine.stop_time, engine.stop_micro

@@ -55,6 +55,7 @@ from .sync import (
     NONE_T,
     REPORT,
     SLEEP,
+    START_T,
     STATE,
     STATUS,
     STOP_ASKED,
@@ -189,6 +190,7 @@ class WorkerScheduler(Scheduler):
         coord = self.coordinator
         engine = self.engine
         free = self.link.free
+        checkpoint = self.checkpoint
         try:
             if coord is not None:
                 coord.start(self)
@@ -199,17 +201,23 @@ class WorkerScheduler(Scheduler):
                 if self.transitions:
                     self.modes.apply(self)
                 final = engine.time == engine.stop_time and engine.micro == engine.stop_micro
+                if checkpoint is not None and not final:
+                    checkpoint.tag_done(self)  # this worker's part, before it reports DONE
                 self._end_tag(final)
                 if free:
                     self._await_all_done(self.seq)
                     if coord is not None:
                         coord.complete(self.seq, final)
+                        if checkpoint is not None:
+                            checkpoint.combine()  # every worker wrote its part
                     if final:
                         break
                     self._agree()
                     continue
                 if coord is not None:
                     coord.step()
+                    if checkpoint is not None:
+                        checkpoint.combine()
                 if final:
                     break
                 self._await_go(self.seq + 1)
@@ -305,6 +313,11 @@ class WorkerScheduler(Scheduler):
         cells = self.cells
         self.seq = 0
         start = cells[GO_T]
+        if self.resume is not None:  # the snapshot's tag (it ran already): restore, run nothing
+            self.engine.enter_start(cells[START_T], cells[STOP_T], cells[STOP_M])
+            self.engine.time, self.engine.micro = start, cells[GO_M]
+            self.resume.restore(self)
+            return
         self.engine.enter_start(start, cells[STOP_T], cells[STOP_M])
         self._enter_start_tag(start)
 

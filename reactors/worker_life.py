@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from .build import build
+from .checkpoint import attach
 from .context import CTX
 from .coordinator import Coordinator
 from .errors import BuildFailure, SourceMap, is_output_failure, output_failed, report
@@ -20,6 +21,7 @@ from .plan import Plan, free_running, written_ports
 from .program import Program
 from .records import write_records
 from .shm import SharedMemoryFull
+from .snapshot import SnapshotError
 from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Control
 from .trace import Digest, Timeline
 from .transport import Bell, Endpoint
@@ -86,11 +88,15 @@ def _scheduler(
     the recorders it feeds: the digest (``--digest``) and the timeline (``tracing``)."""
     free = free_running(graph, opts.fast, opts.keepalive)
     link = _link(plan, me, end, program, captured, free)
-    digest = Digest(written_ports(graph, program, plan.owned[me])) if opts.digest else None
+    written = written_ports(graph, program, plan.owned[me])
+    digest = Digest(written) if opts.digest else None
     coord = _coordinator(plan, end, opts, log, captured) if me == 0 else None
     sched = WorkerScheduler(
         program, link, keepalive=opts.keepalive, log=log, recorder=digest, coordinator=coord
     )
+    resume = attach(sched, graph, opts, plan.owned[me], written, me=me, workers=plan.workers)
+    if coord is not None:
+        coord.resume = resume
     timeline = Timeline(me) if graph.target.tracing else None
     if timeline is not None:
         timeline.wrap(sched)
@@ -109,7 +115,7 @@ def _status(
     if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
         log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130
-    if isinstance(exc, SharedMemoryFull):
+    if isinstance(exc, (SharedMemoryFull, SnapshotError)):
         log.error(f"worker {me}: {exc}")
         return 1
     if is_output_failure(exc) and isinstance(exc, OSError):

@@ -1,0 +1,470 @@
+"""Checkpoints of a whole program (``--checkpoint-every``, ``--checkpoint-every-tags``) and
+resuming from one (``--resume``).
+
+**When.** After a tag completes (not the last one): with ``--checkpoint-every-tags N``, after
+every N-th tag of the run (counted from the start tag, resumed runs included); with
+``--checkpoint-every N UNIT``, after the first tag at or past each multiple of that logical
+time since the start. What a snapshot holds is described in :mod:`reactors.snapshot`.
+
+**Where.** ``<dir>/<program>.<tags:012d>.lfsnap`` (``tags``: how many tags had completed), the
+last K kept (``--checkpoint-keep``). A file is ``MAGIC``, one line of JSON (the manifest:
+program, graph hash and the hash of each reactor, tag, tag count, stop tag, versions), then the
+parts, each an 8-byte big-endian length and a pickle (one part per worker; a part keeps each
+reactor's state as its own pickle, so a worker unpickles only the reactors it runs). Files are
+written to a temporary name, fsynced and renamed. On several workers, each worker writes its
+part beside the directory at the same tag, before it reports the tag done; worker 0 joins the
+parts into one file once every worker reported.
+
+**Resume.** ``--resume PATH`` (a snapshot, or a directory: its newest) builds the program as
+usual, checks that the snapshot is of this program and of the same graph (else refuses with
+what differs), then starts at the snapshot's tag, already run: no startup reaction runs, the
+state and pending events are restored, and the next tag follows by the usual rules. A fast run
+keeps the start time of the run it continues; a run that waits for physical time starts the
+snapshot's tag now (its start time moves by the time the program was down). Either way times
+relative to the start are those of the run the snapshot came from, and so are the digests.
+A snapshot is trusted like code (it is unpickled): load only your own.
+
+Not in a snapshot: module-level variables (a file-level preamble's globals), events of physical
+actions posted by other threads but not yet taken in, and what a reactor keeps outside its
+attributes (open files, threads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import pickle
+import platform
+import sys
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .jsonform import encode
+from .program import Program
+from .snapshot import (
+    Part,
+    SnapshotError,
+    capture,
+    check_savable,
+    merge,
+    owned_instances,
+    restore,
+)
+from .tag import FOREVER
+
+if TYPE_CHECKING:
+    from .build import Assembly
+    from .engine import TagEngine
+    from .port import Port
+    from .scheduler import Scheduler
+
+MAGIC = b"LFSNAPSHOT 1\n"
+SUFFIX = ".lfsnap"
+FORMAT = 1
+_VERSIONED = ("numpy", "torch", "gymnasium", "ale_py")
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """When and where to checkpoint: ``every_ns`` (logical time, ns) or ``every_tags``
+    (both None: never), into ``directory``, keeping the last ``keep`` snapshots.
+    ``timeout``: the run's timeout (ns or None), to tell a stop request from it."""
+
+    every_ns: int | None = None
+    every_tags: int | None = None
+    directory: str = "checkpoints"
+    keep: int = 3
+    timeout: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether snapshots are taken at all."""
+        return bool(self.every_ns or self.every_tags)
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+def fingerprint(graph: Program) -> dict[str, str]:
+    """A short hash of each reactor instance (by full name): its class, ports, timers,
+    actions, modes and reactions, without source positions and placement."""
+    reactions = {r.id: r for r in graph.reactions}
+    out = {}
+    for r in graph.reactors:
+        spec = dataclasses.replace(
+            r, id=0, parent=None, file="", line=0, worker=0, pin=None, label=None, reactions=()
+        )
+        rx = [
+            dataclasses.replace(reactions[i], id=0, reactor=0, file="", line=0, label=None)
+            for i in r.reactions
+        ]
+        text = json.dumps([encode(spec), [encode(x) for x in rx]], sort_keys=True)
+        out[r.name] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out
+
+
+def graph_hash(graph: Program, reactors: dict[str, str]) -> str:
+    """The hash of the whole graph: its reactors' hashes and its connections."""
+    names = [r.name for r in graph.reactors]
+    chans = [[names[c[0]], c[1], c[2], names[c[3]], c[4], c[5]] for c in graph.channels]
+    text = json.dumps([sorted(reactors.items()), chans])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            out[name] = str(getattr(mod, "__version__", "?"))
+    return out
+
+
+def compatibility(manifest: dict[str, Any], graph: Program) -> str | None:
+    """Why a snapshot with ``manifest`` cannot resume ``graph`` (None: it can)."""
+    if manifest.get("format") != FORMAT:
+        return f"snapshot format {manifest.get('format')!r}, expected {FORMAT}"
+    if manifest["program"] != graph.name:
+        return f"it is a snapshot of program {manifest['program']!r}, not of {graph.name!r}"
+    mine = fingerprint(graph)
+    if manifest["graph"] == graph_hash(graph, mine):
+        return None
+    theirs: dict[str, str] = manifest["reactors"]
+    diffs = [f"reactor {n} is not in the snapshot" for n in mine if n not in theirs]
+    diffs += [f"reactor {n} is not in this program" for n in theirs if n not in mine]
+    diffs += [f"reactor {n} differs" for n in mine if n in theirs and mine[n] != theirs[n]]
+    if not diffs:
+        diffs = ["the connections differ"]
+    more = f" (and {len(diffs) - 5} more)" if len(diffs) > 5 else ""
+    return "the program's graph differs from the snapshot's: " + "; ".join(diffs[:5]) + more
+
+
+def usable(path: str, graph: Program) -> str:
+    """The snapshot file that ``--resume path`` names (see :func:`newest`), after checking
+    from its manifest that it can resume ``graph``.
+
+    Raises:
+        SnapshotError: it cannot (the message says what differs).
+    """
+    found = newest(path)
+    manifest, _ = read_file(found, parts=False)
+    why = compatibility(manifest, graph)
+    if why is not None:
+        raise SnapshotError(f"cannot resume from {found}: {why}")
+    return found
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_file(path: str, manifest: dict[str, Any], parts: list[bytes]) -> None:
+    """Write a snapshot file atomically: temporary file, fsync, rename (and fsync the
+    directory)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(MAGIC)
+        f.write(json.dumps(manifest).encode() + b"\n")
+        for blob in parts:
+            f.write(len(blob).to_bytes(8, "big"))
+            f.write(blob)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str, parts: bool = True) -> tuple[dict[str, Any], list[bytes]]:
+    """The manifest and (if ``parts``) the parts of the snapshot file ``path``.
+
+    Raises:
+        SnapshotError: not a snapshot file, or one cut short.
+    """
+    try:
+        with open(path, "rb") as f:
+            if f.readline() != MAGIC:
+                raise SnapshotError(f"{path} is not a snapshot file")
+            manifest = json.loads(f.readline())
+            blobs = []
+            while parts:
+                head = f.read(8)
+                if not head:
+                    break
+                n = int.from_bytes(head, "big")
+                blob = f.read(n)
+                if len(head) != 8 or len(blob) != n:
+                    raise SnapshotError(f"{path} is cut short")
+                blobs.append(blob)
+    except (OSError, ValueError) as e:
+        raise SnapshotError(f"cannot read the snapshot {path}: {e}") from None
+    return manifest, blobs
+
+
+def newest(path: str) -> str:
+    """The snapshot file ``path``, or the newest snapshot (most tags) in directory ``path``.
+
+    Raises:
+        SnapshotError: no such file, or a directory without snapshots.
+    """
+    if os.path.isdir(path):
+        files = sorted(n for n in os.listdir(path) if n.endswith(SUFFIX))
+        if not files:
+            raise SnapshotError(f"no snapshot (*{SUFFIX}) in {path}")
+        return os.path.join(path, max(files, key=_tags_of))
+    if not os.path.exists(path):
+        raise SnapshotError(f"no snapshot {path}")
+    return path
+
+
+def _tags_of(name: str) -> tuple[int, str]:
+    digits = name[: -len(SUFFIX)].rpartition(".")[2]
+    return (int(digits) if digits.isdigit() else -1), name
+
+
+def snapshot_path(directory: str, program: str, tags: int) -> str:
+    """The file of the snapshot taken after ``tags`` tags of ``program``."""
+    return os.path.join(directory, f"{program}.{tags:012d}{SUFFIX}")
+
+
+def prune(directory: str, program: str, keep: int) -> None:
+    """Remove all but the ``keep`` newest snapshots of ``program`` in ``directory``."""
+    mine = [n for n in os.listdir(directory) if n.startswith(program + ".") and n.endswith(SUFFIX)]
+    for name in sorted(mine, key=_tags_of)[:-keep]:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass
+
+
+# --------------------------------------------------------------------------- taking snapshots
+
+
+class Checkpointer:
+    """Takes the snapshots of one scheduler (one worker's share on several workers).
+
+    ``graph``: the program model; ``program``: the built share; ``owned``: the ids of its
+    reactors (None: all); ``ports``: the root ports whose values it saves (those its
+    reactions write); ``me``/``workers``: this worker and the run's count; ``run_id``: names
+    the parts; ``resumed``: the manifest of the snapshot this run resumes, or None.
+    :meth:`tag_done` is called after each tag but the last; worker 0 calls :meth:`combine`
+    after every worker reported the tag done.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        graph: Program,
+        program: Assembly,
+        owned: Collection[int] | None,
+        ports: Iterable[Port],
+        *,
+        me: int = 0,
+        workers: int = 1,
+        run_id: str = "",
+        resumed: dict[str, Any] | None = None,
+    ):
+        self.policy = policy
+        self.name = graph.name or "program"
+        self.instances = owned_instances(program, owned)
+        self.ports = list(ports)
+        self.me, self.workers, self.run_id = me, workers, run_id
+        self.reactors = fingerprint(graph) if me == 0 else {}
+        self.graph = graph_hash(graph, self.reactors) if me == 0 else ""
+        self.tags = resumed["tags"] if resumed else 0
+        every = policy.every_ns
+        self.mark = resumed["elapsed"] // every if resumed and every else 0
+        self.skip = resumed is not None  # the resumed tag was counted by the run it continues
+        self.checked = False
+        self.pending: dict[str, Any] | None = None  # worker 0: the manifest of parts to join
+        self.warned: set[str] = set()
+
+    def tag_done(self, sched: Scheduler) -> None:
+        """After tag ``sched``'s current tag: check once that every state can be saved,
+        then snapshot if due.
+
+        Raises:
+            SnapshotError: a state variable cannot be pickled (at the first tag).
+        """
+        if not self.checked:
+            check_savable(self.instances)
+            self.checked = True
+        if self.skip:
+            self.skip = False
+            return
+        self.tags += 1
+        if not self._due(sched.engine):
+            return
+        blob = pickle.dumps(capture(sched, self.instances, self.ports, self.warned), protocol=5)
+        manifest = self._manifest(sched.engine)
+        if self.workers == 1:
+            self._write(manifest, [blob])
+            return
+        part = self._part_path(self.tags, self.me)
+        with open(part + ".tmp", "wb") as f:
+            f.write(blob)
+        os.replace(part + ".tmp", part)
+        if self.me == 0:
+            self.pending = manifest
+
+    def combine(self) -> None:
+        """Worker 0, once every worker reported the tag done: join the parts of the pending
+        snapshot into its file (nothing if none is pending)."""
+        manifest = self.pending
+        if manifest is None:
+            return
+        self.pending = None
+        paths = [self._part_path(manifest["tags"], w) for w in range(self.workers)]
+        blobs = []
+        for p in paths:
+            with open(p, "rb") as f:
+                blobs.append(f.read())
+        self._write(manifest, blobs)
+        for p in paths:
+            os.unlink(p)
+
+    def _due(self, engine: TagEngine) -> bool:
+        policy = self.policy
+        if policy.every_tags and self.tags % policy.every_tags == 0:
+            return True
+        if policy.every_ns:
+            mark = (engine.time - engine.start_time) // policy.every_ns
+            if mark > self.mark:
+                self.mark = mark
+                return True
+        return False
+
+    def _part_path(self, tags: int, worker: int) -> str:
+        name = f".{self.name}.{self.run_id}.{tags:012d}.w{worker}.part"
+        return os.path.join(self.policy.directory, name)
+
+    def _manifest(self, engine: TagEngine) -> dict[str, Any]:
+        start = engine.start_time
+        stop = None
+        if engine.stop_time < FOREVER:
+            rel = engine.stop_time - start
+            timeout = self.policy.timeout
+            if timeout is None or (rel, engine.stop_micro) < (timeout, 0):
+                stop = [rel, engine.stop_micro]  # lowered by a stop request
+        return {
+            "format": FORMAT,
+            "program": self.name,
+            "graph": self.graph,
+            "start": start,
+            "elapsed": engine.time - start,
+            "micro": engine.micro,
+            "tags": self.tags,
+            "stop": stop,
+            "workers": self.workers,
+            "created": datetime.datetime.now(datetime.UTC).isoformat(),
+            "versions": _versions(),
+            "reactors": self.reactors,
+        }
+
+    def _write(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
+        directory = self.policy.directory
+        write_file(snapshot_path(directory, self.name, manifest["tags"]), manifest, blobs)
+        prune(directory, self.name, self.policy.keep)
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+class Resume:
+    """A snapshot to resume from (``path``), read and checked against ``graph``, for the
+    scheduler that runs the reactors ``owned`` (None: all).
+
+    Raises:
+        SnapshotError: the file cannot be read, or is of another program or graph.
+    """
+
+    def __init__(self, path: str, graph: Program, owned: Collection[int] | None = None):
+        self.path = usable(path, graph)
+        self.manifest, blobs = read_file(self.path)
+        self.owned = owned
+        try:
+            self.part: Part = merge(pickle.loads(b) for b in blobs)
+        except Exception as e:
+            raise SnapshotError(f"cannot read the snapshot {self.path}: {e}") from None
+
+    @property
+    def tag(self) -> tuple[int, int]:
+        """The snapshot's tag: (ns since the start, microstep)."""
+        return self.manifest["elapsed"], self.manifest["micro"]
+
+    def shift(self, engine: TagEngine) -> None:
+        """Move ``engine``, just begun at physical time ``engine.time``, to the snapshot's
+        tag. A fast run keeps the start time of the run it continues (so that times a
+        reactor stored are still right); otherwise the snapshot's tag is now, and the start
+        time that much earlier. The stop tag is the run's timeout after the start (or the
+        snapshot's stop request, if earlier)."""
+        elapsed, micro = self.tag
+        start = self.manifest["start"] if engine.timing.fast else engine.time - elapsed
+        engine.start_time, engine.time, engine.micro = start, start + elapsed, micro
+        timeout = engine.timing.timeout
+        engine.stop_time, engine.stop_micro = FOREVER, 0
+        if timeout is not None:
+            engine.stop_time = min(start + timeout, FOREVER)
+        stop = self.manifest["stop"]
+        if stop is not None:
+            engine.lower_stop(start + stop[0], stop[1])
+
+    def enter(self, sched: Scheduler) -> None:
+        """One worker: be at the snapshot's tag (``sched``'s engine just began) with the
+        snapshot's state."""
+        self.shift(sched.engine)
+        self.restore(sched)
+
+    def restore(self, sched: Scheduler) -> None:
+        """Restore the snapshot into ``sched``, whose engine is at the snapshot's tag."""
+        restore(sched, self.part, owned_instances(sched.program, self.owned))
+
+
+def policy_of(opts: Any) -> Policy:
+    """The checkpoint policy of the launcher's options ``opts``."""
+    return Policy(
+        every_ns=opts.checkpoint_every,
+        every_tags=opts.checkpoint_every_tags,
+        directory=opts.checkpoint_dir,
+        keep=opts.checkpoint_keep,
+        timeout=opts.timeout,
+    )
+
+
+def attach(
+    sched: Scheduler,
+    graph: Program,
+    opts: Any,
+    owned: Collection[int] | None,
+    ports: Iterable[Port],
+    *,
+    me: int = 0,
+    workers: int = 1,
+) -> Resume | None:
+    """Give ``sched`` its :class:`Checkpointer` and :class:`Resume` as the options ask
+    (``opts.resume``: a path or None); returns the Resume (for the coordinator).
+
+    Raises:
+        SnapshotError: the snapshot to resume from cannot be used.
+    """
+    resume = Resume(opts.resume, graph, owned) if opts.resume else None
+    policy = policy_of(opts)
+    if policy.active:
+        sched.checkpoint = Checkpointer(
+            policy,
+            graph,
+            sched.program,
+            owned,
+            ports,
+            me=me,
+            workers=workers,
+            run_id=opts.run_id,
+            resumed=None if resume is None else resume.manifest,
+        )
+    sched.resume = resume
+    return resume
