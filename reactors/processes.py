@@ -301,7 +301,7 @@ def _end_with_parent(spec: _Spec) -> None:
     supervisor forcing a stopped worker out) keeps its default action."""
 
     def on_term(signum: int, frame: Any) -> None:
-        if os.getppid() != spec.parent:
+        if not _parent_lives(spec.parent):
             unlink_prefix(spec.prefix)
             os._exit(1)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -316,6 +316,27 @@ def _end_with_parent(spec: _Spec) -> None:
             pass
     if os.getppid() != spec.parent:  # it died before the request
         on_term(signal.SIGTERM, None)
+
+
+def _parent_lives(parent: int, settle_s: float = 0.05) -> bool:
+    """Whether the supervising process ``parent`` lives, watched for ``settle_s`` seconds: a
+    dying parent may still be this process's parent for a moment (the kernel first hands its
+    children to another of its threads, which is being killed too), so a SIGTERM from it is
+    the death signal unless it stays alive and not a zombie."""
+    end = time.monotonic() + settle_s
+    while True:
+        if os.getppid() != parent:
+            return False
+        try:
+            with open(f"/proc/{parent}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            state = b""  # no /proc: trust getppid alone
+        if state in (b"Z", b"X"):
+            return False
+        if time.monotonic() >= end:
+            return True
+        time.sleep(0.005)
 
 
 def _idle(ctl: Control, spec: _Spec) -> Idle:
