@@ -76,6 +76,11 @@ def cases(quick: bool) -> list[Case]:
     r_small, r_large, r_tiny = (300, 100, 2000) if quick else (2000, 400, 20000)
     env12 = f"~{small * step + 2:.0f} µs"
     env140 = f"~{large * step + 2:.0f} µs"
+    heavy = {"n": 8, "iters": large, "rounds": r_large}
+    with_busy = [
+        Case(f"8 env reactors of {env140}{_busy_text(busy)}", "EnvBank", heavy, busy, target)
+        for busy, target in ((0, 1.33), (1, 1.0), (2, None))
+    ]
     return [
         Case(
             f"16 env reactors of {env12}",
@@ -84,29 +89,13 @@ def cases(quick: bool) -> list[Case]:
             0,
             1.2,
         ),
-        Case(
-            f"8 env reactors of {env140}",
-            "EnvBank",
-            {"n": 8, "iters": large, "rounds": r_large},
-            0,
-            1.33,
-        ),
-        Case(
-            f"8 env reactors of {env140}, 1 busy process",
-            "EnvBank",
-            {"n": 8, "iters": large, "rounds": r_large},
-            1,
-            1.0,
-        ),
-        Case(
-            f"8 env reactors of {env140}, 2 busy processes",
-            "EnvBank",
-            {"n": 8, "iters": large, "rounds": r_large},
-            2,
-            None,
-        ),
+        *with_busy,
         Case("8 reactions of ~1 µs passing ints", "TinyBank", {"n": 8, "rounds": r_tiny}),
     ]
+
+
+def _busy_text(busy: int) -> str:
+    return "" if not busy else f", {busy} busy process" + ("es" if busy > 1 else "")
 
 
 def measure(launcher, workers: int, reps: int) -> tuple[float, set]:

@@ -60,6 +60,7 @@ from .sync import (
     W_FAILED,
     W_READY,
     Control,
+    all_done,
     ring_if_sleeping,
     wait,
 )
@@ -214,11 +215,7 @@ class Coordinator:
 
     def _all_done(self) -> bool:
         """Every worker published ``DONE`` for the current tag, or one failed."""
-        cells, seq = self.cells, self.seq
-        for cell in self.done_cells:
-            if cells[cell] < seq:
-                return cells[FAILS] != 0 or cells[STATE] == ABORT
-        return True
+        return all_done(self.cells, self.done_cells, self.seq)
 
     def _check_failed(self) -> None:
         if self.cells[FAILS] or self.cells[STATE] == ABORT:

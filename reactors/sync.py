@@ -202,6 +202,16 @@ class ThreadBell:
         return []
 
 
+def all_done(cells: memoryview, done_cells: Iterable[int], seq: int) -> bool:
+    """Whether every worker published ``DONE`` of tag number ``seq`` (``done_cells``: their
+    ``DONE`` cells), or one failed, or the run was aborted (then waiting for the rest would
+    never end)."""
+    for cell in done_cells:
+        if cells[cell] < seq:
+            return cells[FAILS] != 0 or cells[STATE] == ABORT
+    return True
+
+
 def ring_if_sleeping(cells: memoryview, sleep_cell: int, bell: Waker) -> None:
     """Wake the owner of ``bell`` if it announced (in ``cells[sleep_cell]``) that it sleeps."""
     if cells[sleep_cell]:

@@ -66,6 +66,7 @@ from .sync import (
     Bell,
     Control,
     Idle,
+    all_done,
     ring_if_sleeping,
     wait,
 )
@@ -354,11 +355,7 @@ class WorkerScheduler(Scheduler):
     # ------------------------------------------------------------------ free-running
 
     def _all_done(self) -> bool:
-        cells, seq = self.cells, self._want
-        for cell in self.done_cells:
-            if cells[cell] < seq:
-                return cells[FAILS] != 0 or cells[STATE] == ABORT
-        return True
+        return all_done(self.cells, self.done_cells, self._want)
 
     def _await_all_done(self, seq: int) -> None:
         """Wait until every worker published ``DONE`` of tag ``seq``; :class:`Aborted` if
