@@ -408,7 +408,7 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
     from .sync import CONTENTION
 
     path = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or ".")), PROFILE)
-    choice = choose(graph, Profile.load(path), CONTENTION.cores, busy=not CONTENTION.spin_ok())
+    choice = choose(graph, Profile.load(path), CONTENTION.cores, busy=CONTENTION.busy_now())
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")
     if choice.measure:

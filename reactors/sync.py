@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
 from typing import Protocol
@@ -248,6 +249,17 @@ class Contention:
             self.checked = now
             self.spin = self._others() < self.cores
         return self.spin
+
+    def busy_now(self, samples: int = 5, gap_s: float = 0.002) -> bool:
+        """Whether other runnable tasks fill the cores, from the median of ``samples`` reads
+        ``gap_s`` seconds apart (one read catches passing tasks: a process that is exiting,
+        the shell that started this one); for decisions taken once, such as ``-w 0``'s."""
+        seen = []
+        for i in range(samples):
+            if i:
+                time.sleep(gap_s)
+            seen.append(self._others())
+        return sorted(seen)[len(seen) // 2] >= self.cores
 
     def _others(self) -> int:
         """Runnable tasks other than the caller (0 when unknown)."""

@@ -192,8 +192,11 @@ def test_contention_blocks_when_other_tasks_fill_the_cores(tmp_path):
     assert c.spin_ok()
     fake.write_text("3.10 2.00 1.00 4/300 1234\n")  # three more: the cores are full
     assert not c.spin_ok()
+    assert c.busy_now(samples=3, gap_s=0)
+    fake.write_text("0.50 0.40 0.30 2/300 1234\n")
+    assert not c.busy_now(samples=3, gap_s=0)
     missing = Contention(period_ns=0, path=str(tmp_path / "none"))
-    assert missing.spin_ok()
+    assert missing.spin_ok() and not missing.busy_now(samples=2, gap_s=0)
 
 
 # --------------------------------------------------------------------------- -w 0
