@@ -126,17 +126,16 @@ def test_workers_end_with_their_parent(chatter, sig):
 
 
 BACKENDS = [("1", "processes"), ("2", "processes"), ("2", "threads")]
+#: each stopping signal, the exit status it gives and the message it prints
+SIGNALS = [
+    (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
+    (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
+    (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
+]
 
 
 @pytest.mark.parametrize("workers,backend", BACKENDS)
-@pytest.mark.parametrize(
-    "sig,status,said",
-    [
-        (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
-        (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
-        (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
-    ],
-)
+@pytest.mark.parametrize("sig,status,said", SIGNALS)
 def test_signals_end_every_backend_alike(chatter, workers, backend, sig, status, said):
     p = _start(chatter, "-w", workers, "--backend", backend, "-o", "60", "sec")
     try:
@@ -227,14 +226,7 @@ def farewell(tmp_path_factory):
 
 
 @pytest.mark.parametrize("workers,backend", BACKENDS)
-@pytest.mark.parametrize(
-    "sig,status,said",
-    [
-        (signal.SIGTERM, 143, "---- Terminated (SIGTERM); stopping."),
-        (signal.SIGHUP, 129, "---- Hung up (SIGHUP); stopping."),
-        (signal.SIGINT, 130, "---- Interrupted (Ctrl-C); stopping."),
-    ],
-)
+@pytest.mark.parametrize("sig,status,said", SIGNALS)
 def test_a_signal_runs_the_shutdown_reactions_once(farewell, workers, backend, sig, status, said):
     p = _start(farewell, "-w", workers, "--backend", backend)
     try:
