@@ -226,7 +226,15 @@ class PhysicalAction(Action):
         if s.finished:
             CTX.log.warn(f"physical action {self._name} scheduled after the program ended; ignored")
             return
+        if s.tape is not None and s.tape.replaying:
+            return  # a replay takes this action's events from the recording
         s.post((self, time_ns(), delay, value))
+
+    def _fire(self, e: Event) -> None:
+        super()._fire(e)
+        tape = self._engine.tape
+        if tape is not None:
+            tape.fired(self, e[4])
 
     def _arrive(self, phys: int, delay: int, value: Any) -> None:
         """Scheduler-thread half of :meth:`schedule`: queue the event strictly after the

@@ -7,7 +7,6 @@ uses directly. Calls that need the running program read :data:`reactors.context.
 
 from __future__ import annotations
 
-from time import time_ns
 from typing import NoReturn
 
 from .action import Action as action_capsule_t
@@ -106,12 +105,13 @@ class _Time:
     @staticmethod
     def physical() -> int:
         """Physical (wall-clock) time, ns since the epoch."""
-        return time_ns()
+        return CTX.sched.physical_time()
 
     @staticmethod
     def physical_elapsed() -> int:
         """Physical time minus the start time, ns."""
-        return time_ns() - CTX.sched.start_time
+        s = CTX.sched
+        return s.physical_time() - s.start_time
 
     @staticmethod
     def start() -> int:

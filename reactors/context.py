@@ -9,6 +9,7 @@ to a stand-in that forwards to the calling worker thread's scheduler.
 from __future__ import annotations
 
 import uuid
+from time import time_ns
 from typing import Protocol
 
 from .log import Log
@@ -32,6 +33,8 @@ class RunningScheduler(Protocol):
 
     def request_stop(self) -> None: ...
 
+    def physical_time(self) -> int: ...
+
 
 def new_run_id() -> str:
     """A fresh run id: 32 lowercase hex digits, unique across runs and machines."""
@@ -47,6 +50,11 @@ class Idle:
 
     def request_stop(self) -> None:
         """Nothing to stop yet."""
+
+    @staticmethod
+    def physical_time() -> int:
+        """Physical time (ns since the epoch)."""
+        return time_ns()
 
 
 class Context:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from time import time_ns
+from typing import Any
 
 from .eventq import EventQueue
 from .log import Log
@@ -43,12 +44,16 @@ TagPair = tuple[int, int]
 class Timing:
     """How a run treats time. ``fast``: do not wait for physical time. ``keepalive``: do not
     stop when no event is pending. ``timeout``: ns after the start time for the final tag, or
-    None. ``start_multiple``: round the start time up to a multiple of this many ns (0: no)."""
+    None. ``start_multiple``: round the start time up to a multiple of this many ns (0: no).
+    ``start_at``: the start time (ns since the epoch) to take instead of physical time, and
+    ``stop_at``: the stop tag (elapsed ns, microstep), both set by a replay (None: not set)."""
 
     fast: bool = False
     keepalive: bool = False
     timeout: int | None = None
     start_multiple: int = 0
+    start_at: int | None = None
+    stop_at: TagPair | None = None
 
 
 #: What :func:`decide` chose, ``(tag, stop, until)``. ``stop``: the stop tag (lowered on
@@ -142,6 +147,7 @@ class TagEngine:
         "phys_seen",
         "phys_start",
         "finished",
+        "tape",
     )
 
     def __init__(
@@ -162,6 +168,8 @@ class TagEngine:
         self.phys_seen = NEVER_INT64  # a lower bound of the current physical time
         self.phys_start = 0
         self.finished = False
+        # a reactors.replay.Tape while recording or replaying the run's outside inputs
+        self.tape: Any = None
 
     # ------------------------------------------------------------------ start and end
 
@@ -170,12 +178,17 @@ class TagEngine:
         start line and, unless fast, ``wait_until(start)`` physical time. Returns the start
         time (ns)."""
         now = self.now()
-        start = start_tag(now, self.timing.start_multiple)
+        timing = self.timing
+        start = (
+            start_tag(now, timing.start_multiple) if timing.start_at is None else timing.start_at
+        )
         self.start_time = self.time = start
         self.micro = 0
         self.phys_start = now
-        if self.timing.timeout is not None:
-            self.stop_time = min(start + self.timing.timeout, FOREVER)
+        if timing.timeout is not None:
+            self.stop_time = min(start + timing.timeout, FOREVER)
+        if timing.stop_at is not None:
+            self.lower_stop(start + timing.stop_at[0], timing.stop_at[1])
         log_start(self.log, start)
         if not self.timing.fast and start > now:
             wait_until(start)

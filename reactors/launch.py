@@ -38,6 +38,7 @@ from .errors import (
 )
 from .log import Log
 from .program import MainParameter, Program
+from .replay import ReplayError, Tape, load, manifest, tape_for
 from .scheduler import Scheduler
 from .snapshot import SnapshotError
 from .target import DEFAULTS, TargetSettings
@@ -45,10 +46,7 @@ from .units import is_unit, parse_duration
 
 if TYPE_CHECKING:
     from .costs import Calibrator
-    from .trace import Timeline, _Recording
-
-#: A one-worker run's recorders, the digest's and the timing trace (None: not asked for).
-Records = tuple["_Recording | None", "Timeline | None"]
+    from .trace import Digest, Timeline, _Recording
 
 USAGE = """\
 usage: {prog} [options]
@@ -63,6 +61,8 @@ usage: {prog} [options]
   --checkpoint-dir <dir>                  where snapshots go (default: checkpoints)
   --checkpoint-keep <k>                   keep the last k snapshots (default: 3)
   --resume <snapshot or dir>              continue from a snapshot (a dir: its newest)
+  --record <file>                         record the inputs from outside logical time
+  --replay <file>                         re-run with a recording's inputs, check its digests
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
@@ -126,6 +126,11 @@ class Options:
     checkpoint_dir: str = field(default_factory=lambda: os.path.abspath("checkpoints"))
     checkpoint_keep: int = 3
     resume: str | None = None
+    # reactors.replay: where to record the inputs from outside logical time, the recording
+    # to replay, and (set when it is read) its start time (ns) and stop tag (elapsed ns, m)
+    record: str | None = None
+    replay: str | None = None
+    replay_bounds: tuple[int, tuple[int, int] | None] | None = None
 
 
 def parse_options(
@@ -167,6 +172,8 @@ def parse_options(
             o.backend = args.pop(0)
         elif a == "--digest":
             o.digest = _path(args, a)
+        elif a in ("--record", "--replay"):
+            setattr(o, a[2:], _path(args, a))
         elif a in _CHECKPOINT_OPTIONS:
             _checkpoint_option(o, a, args)
         elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
@@ -364,10 +371,12 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if problem:
             log.error(f"{what}: cannot write {path}: {problem}")
             return 1
-    problem = _snapshots_unusable(graph, opts)
+    problem = _snapshots_unusable(graph, opts) or _replay_unusable(graph, opts, log)
     if problem:
         log.error(problem)
         return 1
+    if opts.replay and opts.arguments:  # with the recorded run's parameters
+        graph = dataclasses.replace(graph, arguments=opts.arguments)
     workers = opts.workers
     if workers == 0 and not target.single_threaded:
         workers = _auto_workers(module, graph, opts, log)
@@ -399,6 +408,39 @@ def _snapshots_unusable(graph: Program, opts: Options) -> str | None:
     return (
         f"--checkpoint-dir: cannot write in {opts.checkpoint_dir}: {problem}" if problem else None
     )
+
+
+def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
+    """Why the run cannot record or replay as asked (checked at start-up), or None. A
+    replay runs fast, without keepalive, from the recording's start time to its stop tag,
+    with the recorded run's main parameters (those given on its command line win)."""
+    if opts.record and opts.replay:
+        return "--record and --replay cannot be used together"
+    if opts.record:
+        problem = unwritable(opts.record)
+        return f"--record: cannot write {opts.record}: {problem}" if problem else None
+    if not opts.replay:
+        return None
+    try:
+        rec = load(opts.replay)
+    except (OSError, ReplayError) as e:
+        return str(e)
+    recorded = rec.manifest.get("program")
+    if recorded != graph.name:
+        return f"--replay: {opts.replay} is a recording of {recorded}, not of {graph.name}"
+    if rec.manifest.get("graph") != manifest(graph, 1)["graph"]:
+        log.warn(
+            f"{graph.name} changed since {opts.replay} was recorded: "
+            "the replay stops at the first tag whose results differ"
+        )
+    given = {a.name for a in opts.arguments}
+    recorded_args = tuple(
+        Argument(name, text) for name, text in rec.manifest.get("arguments", ()) if name not in given
+    )
+    opts.arguments = recorded_args + opts.arguments
+    opts.fast, opts.keepalive, opts.timeout = True, False, None
+    opts.replay_bounds = (rec.start_time, rec.stop)
+    return None
 
 
 def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
@@ -441,7 +483,7 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         return 1
     except KeyboardInterrupt:
         return STATUS_INTERRUPTED
-    if opts.fast and program.physical_actions:
+    if opts.fast and program.physical_actions and not opts.replay:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     sched = Scheduler(
         program,
@@ -452,7 +494,11 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         start_multiple=opts.start_multiple,
         log=log,
     )
-    records = _recorders(sched, opts)
+    try:
+        records = _recorders(sched, graph, opts)
+    except ReplayError as e:
+        log.error(str(e))
+        return 1
     calibrator = _calibrator(sched, graph, opts)
     saved = catch_stop_signals()  # a hard stop until the run starts
     stop = StopSignals(lambda _status: sched.engine.post((None,)), log)
@@ -475,7 +521,7 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         if stop.status is None:
             log.info(f"---- {s.message}; stopping.")
         return stop.status or s.status
-    except SnapshotError as e:
+    except (SnapshotError, ReplayError) as e:
         log.error(str(e))
         return 1
     except BaseException as exc:
@@ -509,32 +555,65 @@ def _save_profile(calibrator: Calibrator, opts: Options, log: Log) -> None:
         log.info(f"-w 0: measured {profile.tags} tags; {what}")
 
 
-def _recorders(sched: Scheduler, opts: Options) -> Records:
-    """Attach the digest recorder and the timing trace to a one-worker run, if asked."""
-    if not (opts.digest or opts.trace_file):
-        return None, None
+@dataclass
+class _Records:
+    """A one-worker run's recorders (None: not asked for): the per-tag hooks of the loop
+    (``present``), the digest, the timing trace and the recording or replay tape."""
+
+    present: _Recording | None = None
+    digest: Digest | None = None
+    timeline: Timeline | None = None
+    tape: Tape | None = None
+
+
+def _recorders(sched: Scheduler, graph: Program, opts: Options) -> _Records:
+    """Attach the digest recorder, the timing trace and the recording or replay to a
+    one-worker run, as asked.
+
+    Raises:
+        ReplayError: the recording cannot be written.
+    """
+    out = _Records()
+    if not (opts.digest or opts.trace_file or opts.record or opts.replay):
+        return out
     from .trace import Digest, Timeline, record_single
 
-    digest = record_single(sched, Digest()) if opts.digest else None
-    timeline = None
+    hooks = []
+    if opts.digest:
+        out.digest = Digest()
+        hooks.append(out.digest._add)
+    out.tape = tape_for(sched, graph, opts, None, 0, 1)
+    if out.tape is not None:
+        hooks.append(out.tape.tag_end)
+    if hooks:
+        out.present = record_single(sched, hooks)
     if opts.trace_file:
-        timeline = Timeline(0)
-        timeline.wrap(sched)
-    return digest, timeline
+        out.timeline = Timeline(0)
+        out.timeline.wrap(sched)
+    return out
 
 
-def _write_records(records: Records, opts: Options, finished: bool) -> None:
-    """Write the digest and the timing trace; the digest holds the last tag only when the
-    run ``finished`` (a failed or stopped run left it part way)."""
-    digest, timeline = records
-    if digest is None and timeline is None:
-        return
+def _write_records(records: _Records, opts: Options, finished: bool) -> None:
+    """Write the digest, the timing trace and the recording; the digest and the recording
+    hold the last tag only when the run ``finished`` (a failed or stopped run left it part
+    way). A replay checks that last tag.
+
+    Raises:
+        ReplayError: the replay's last tag departs from the recording.
+    """
     from .trace import merge, write_timeline
 
+    present, digest, tape = records.present, records.digest, records.tape
     if digest is not None and opts.digest:
-        if finished:
-            digest.final()
-        digest.digest.write(opts.digest + ".w0")
+        if finished and present is not None:
+            present.final(digest._add)
+        digest.write(opts.digest + ".w0")
         merge([opts.digest + ".w0"], opts.digest)
-    if timeline is not None and opts.trace_file:
-        write_timeline(timeline.json_events(), opts.trace_file)
+    if records.timeline is not None and opts.trace_file:
+        write_timeline(records.timeline.json_events(), opts.trace_file)
+    if tape is not None:
+        final = None
+        if finished and present is not None:
+            present.final(tape.tag_end)
+            final = tape.elapsed()
+        tape.close(final)

@@ -49,7 +49,7 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
     transport = BACKENDS[backend]
     plan = make_plan(graph, workers, getattr(opts, "placement", None))
     log.log(f"---- Running on {workers} workers ({backend})")
-    if opts.fast and graph.physical_actions:
+    if opts.fast and graph.physical_actions and not opts.replay:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     try:
         chosen = transport(plan)

@@ -12,18 +12,33 @@ import os
 from typing import Any
 
 from .engine import TagPair
+from .replay import Tape, join
 from .sync import FINISHED, GO_M, GO_T, START_T, STATE, Control
 from .trace import Digest, Timeline, merge, write_timeline
 
 
-def write_records(opts: Any, me: int, digest: Digest | None, timeline: Timeline | None) -> None:
-    """Worker ``me``'s digest (to ``opts.digest``.w``me``) and timeline (to
-    ``opts.trace_file``.w``me``), those that are not None."""
+def write_records(
+    opts: Any,
+    me: int,
+    digest: Digest | None,
+    timeline: Timeline | None,
+    tape: Tape | None = None,
+    finished: bool = False,
+) -> None:
+    """Worker ``me``'s digest (to ``opts.digest``.w``me``), timeline (to
+    ``opts.trace_file``.w``me``) and recording or replay (its part is closed, with the last
+    tag when the run ``finished``), those that are not None.
+
+    Raises:
+        ReplayError: a finished replay ended at another tag than the recording.
+    """
     if digest is not None:
         digest.write(f"{opts.digest}.w{me}")
     if timeline is not None:
         with open(f"{opts.trace_file}.w{me}", "w", encoding="utf-8") as f:
             json.dump(timeline.json_events(), f)
+    if tape is not None:
+        tape.close(tape.elapsed() if finished else None)
 
 
 def merge_records(opts: Any, workers: int, cut: TagPair | None = None) -> None:
@@ -31,6 +46,8 @@ def merge_records(opts: Any, workers: int, cut: TagPair | None = None) -> None:
     remove them). ``cut``: the tag (elapsed ns, microstep) a failed or stopped run was in,
     whose digest lines are left out (see :func:`cut_tag`); None for a finished run. Nothing
     is written when no worker wrote its part (none got to run)."""
+    if opts.record:
+        join(opts.record, workers)
     parts = [f"{opts.digest}.w{w}" for w in range(workers)] if opts.digest else []
     if any(os.path.exists(p) for p in parts):
         merge(parts, opts.digest, cut)

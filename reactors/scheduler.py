@@ -130,9 +130,16 @@ class Scheduler:
         if self.engine.finished or self._thread is None:
             return
         if threading.get_ident() != self._thread:
-            self.engine.post((None,))
+            tape = self.engine.tape
+            if tape is None or not tape.replaying:  # a replay stops at the recorded tag
+                self.engine.post((None,))
         else:
             self.engine.request_stop()
+
+    def physical_time(self) -> int:
+        """Physical time (ns since the epoch) as reaction code reads it (a replay answers
+        with the recorded value)."""
+        return self.clock.now()
 
     # ------------------------------------------------------------------ start and end
 
@@ -142,6 +149,8 @@ class Scheduler:
             self.resume.enter(self)
             return
         self._enter_start_tag(start)
+        if self.engine.tape is not None:
+            self.engine.tape.begin(self)
 
     def _enter_start_tag(self, start: int) -> None:
         """Trigger startup reactions, start timers and fire the events of the start tag

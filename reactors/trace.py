@@ -104,39 +104,57 @@ def merge(parts: Iterable[str], path: str, before: TagPair | None = None) -> Non
             f.write(f"{t} {m} {name} {h}\n")
 
 
+#: A per-tag hook of the one-worker loop: ``hook(elapsed ns, microstep, present)``.
+TagHook = Callable[[int, int, list], None]
+
+
 class _Recording(list):
-    """The one-worker scheduler's ``present`` list, recording before each per-tag clear.
+    """The one-worker scheduler's ``present`` list, calling its ``hooks`` (the digest's,
+    the recording's) with each tag before the per-tag clear.
 
     The single-worker loop updates its tag, resets the flags and then calls ``clear()``, so
     the tag being left is remembered here; no cost is added to the unrecorded path.
     """
 
-    def __init__(self, digest: Digest, sched: Scheduler):
+    def __init__(self, sched: Scheduler, hooks: list[TagHook]):
         super().__init__()
-        self.digest = digest
+        self.hooks = hooks
         self.sched = sched
         self.tag: TagPair | None = None
 
     def clear(self) -> None:
         s = self.sched
         t, m = self.tag if self.tag is not None else (s.start_time, 0)
-        self.digest._add(t - s.start_time, m, self)
+        for hook in self.hooks:
+            hook(t - s.start_time, m, self)
         self.tag = (s.time, s.micro)
         super().clear()
 
-    def final(self) -> None:
-        """Record the last tag (its presence is never cleared)."""
+    def final(self, hook: TagHook) -> None:
+        """Give ``hook`` the last tag (its presence is never cleared)."""
         s = self.sched
-        self.digest._add(s.time - s.start_time, s.micro, self)
+        hook(s.time - s.start_time, s.micro, self)
 
 
-def record_single(sched: Scheduler, digest: Digest) -> _Recording:
-    """Make the one-worker ``sched`` record into ``digest``; call ``.final()`` on the result
-    after the run."""
-    rec = _Recording(digest, sched)
+def record_single(sched: Scheduler, hooks: list[TagHook]) -> _Recording:
+    """Make the one-worker ``sched`` call ``hooks`` at the end of each tag (but the last: see
+    :meth:`_Recording.final`)."""
+    rec = _Recording(sched, hooks)
     sched.present = rec
     sched._attach()
     return rec
+
+
+class Recorders:
+    """Several per-tag recorders of a parallel worker as one (``record(sched)`` each)."""
+
+    def __init__(self, *parts: Any):
+        self.parts = parts
+
+    def record(self, sched: Scheduler) -> None:
+        """The current tag of ``sched`` ended: each part records it."""
+        for p in self.parts:
+            p.record(sched)
 
 
 class Timeline:

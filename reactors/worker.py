@@ -321,6 +321,8 @@ class WorkerScheduler(Scheduler):
             return
         self.engine.enter_start(start, cells[STOP_T], cells[STOP_M])
         self._enter_start_tag(start)
+        if self.engine.tape is not None:
+            self.engine.tape.begin(self)
 
     def _end_tag(self, final: bool) -> None:
         cells, base = self.cells, self.base

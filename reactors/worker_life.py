@@ -6,6 +6,7 @@ control block (:func:`report_failure`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -20,10 +21,11 @@ from .output import Captured, OutputPort, output_readers
 from .plan import Plan, free_running, written_ports
 from .program import Program
 from .records import write_records
+from .replay import ReplayError, tape_for
 from .shm import SharedMemoryFull
 from .snapshot import SnapshotError
 from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Control
-from .trace import Digest, Timeline
+from .trace import Digest, Recorders, Timeline
 from .transport import Bell, Endpoint
 from .worker import Aborted, Link, WorkerScheduler
 
@@ -59,16 +61,16 @@ def worker_main(
         sched, digest, timeline = _scheduler(program, graph, plan, me, end, opts, log, captured)
         end.channels.started(me, sched)
         sched.run()
-        write_records(opts, me, digest, timeline)
+        write_records(opts, me, digest, timeline, sched.engine.tape, finished=True)
         return 0
     except Aborted:
         captured.spill()
-        write_records(opts, me, digest, timeline)
+        write_records(opts, me, digest, timeline, _tape(sched))
         return 0
     except BaseException as exc:
         _send_or_spill(sched, captured)
         status = report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
-        write_records(opts, me, digest, timeline)  # what it computed before the failure
+        write_records(opts, me, digest, timeline, _tape(sched))  # what it computed before
         return status
     finally:
         end.channels.close()
@@ -94,6 +96,13 @@ def _scheduler(
     sched = WorkerScheduler(
         program, link, keepalive=opts.keepalive, log=log, recorder=digest, coordinator=coord
     )
+    tape = tape_for(sched, graph, opts, written, me, plan.workers)
+    if tape is not None:
+        sched.recorder = tape if digest is None else Recorders(digest, tape)
+        if coord is not None and opts.replay_bounds is not None:
+            start, stop = opts.replay_bounds
+            timing = coord.engine.timing
+            coord.engine.timing = dataclasses.replace(timing, start_at=start, stop_at=stop)
     resume = attach(sched, graph, opts, plan.owned[me], written, me=me, workers=plan.workers)
     if coord is not None:
         coord.resume = resume
@@ -101,6 +110,11 @@ def _scheduler(
     if timeline is not None:
         timeline.wrap(sched)
     return sched, digest, timeline
+
+
+def _tape(sched: WorkerScheduler | None) -> Any:
+    """The recording or replay tape of ``sched`` (None: none, or no scheduler yet)."""
+    return None if sched is None else sched.engine.tape
 
 
 def _status(
@@ -115,7 +129,7 @@ def _status(
     if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
         log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130
-    if isinstance(exc, (SharedMemoryFull, SnapshotError)):
+    if isinstance(exc, (SharedMemoryFull, SnapshotError, ReplayError)):
         log.error(f"worker {me}: {exc}")
         return 1
     if is_output_failure(exc) and isinstance(exc, OSError):

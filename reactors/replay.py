@@ -1,0 +1,563 @@
+"""Recording a run's inputs from outside logical time, and replaying them exactly
+(``--record FILE``, ``--replay FILE``).
+
+A program's results depend on logical time only, except for what enters from outside it:
+
+- the events of **physical actions** (scheduled by other threads, and the ``~>`` physical
+  connections, which the compiler lowers to physical actions): recorded as the tag at which
+  each event made the action present, with its value;
+- **reads of physical time** inside reactions (``lf.time.physical()``,
+  ``lf.time.physical_elapsed()``, and the runtime's deadline checks): recorded as the values
+  each reactor's reactions read at each tag, in order (found from the caller's frame, at no
+  cost to reactions that do not read);
+- the **start time** (physical time when the run began) and the **final tag** (a timeout, a
+  stop request from another thread, a signal): recorded once.
+
+A replay re-runs the program with those inputs at the same tags and the same values: the
+recorded start time, the recorded events pre-queued at their tags (calls to ``schedule()`` of
+a physical action from other threads are ignored), each read of physical time answered with
+the recorded value, and the recorded final tag as the stop tag. It never waits for the wall
+clock (it runs as ``--fast``), so a recording that waited for physical events replays as fast
+as the reactions run.
+
+**Per-tag digests.** The recording also holds, for every tag, a CRC-32 of every port value
+present at its end (the stable encoding of :func:`reactors.trace.encode`). A replay compares
+each tag as it ends and stops at the first that differs, naming the tag, the reactor, the
+port and the value it now has (shortened): a replay after a code change shows where the new
+code first departs from the recorded run. On several workers, each worker checks the ports
+it writes and stops at its own first difference.
+
+**File.** ``MAGIC``, one line of JSON (the manifest: program, graph hash, start time, worker
+count, the main parameters given on the command line, which a replay takes too), then chunks, each an 8-byte big-endian length and a pickle of a list of records:
+``("a", elapsed ns, microstep, action, value)``, ``("c", elapsed ns, microstep, reactor,
+value ns)``, ``("d", elapsed ns, microstep, ((port, crc), ...))`` and ``("end", elapsed ns,
+microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
+at the end; a run that is killed leaves every chunk it wrote complete (a torn last chunk is
+ignored on reading), and its replay stops at the last tag recorded, which it does not check
+(the recorded run was cut short during it). On
+several workers each writes ``FILE.w<k>`` and the parts are joined into ``FILE`` when the run
+ends (a replay reads the parts of a run killed before that). Values are pickled: a recording
+is trusted like code; replay only your own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import struct
+import sys
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from time import perf_counter, time_ns
+from typing import TYPE_CHECKING, Any
+
+from .action import Action, PhysicalAction
+from .checkpoint import fingerprint, graph_hash
+from .context import CTX
+from .engine import TagPair
+from .port import Port
+from .reaction import Reaction
+from .trace import encode
+
+if TYPE_CHECKING:
+    from .program import Program
+    from .scheduler import Scheduler
+
+MAGIC = b"LFRECORDING 1\n"
+#: Records per chunk, and the seconds after which a chunk is written anyway (checked every
+#: 64 records): what a killed run can lose at most.
+CHUNK = 4096
+FLUSH_S = 0.25
+_LEN = struct.Struct(">Q")
+#: How long a value may be when a divergence names it.
+SHORT = 120
+
+
+class ReplayError(Exception):
+    """A recording cannot be written, read or used, or the replay departed from it (the
+    message says where)."""
+
+
+#: Types whose pickle is their stable encoding (tuples of them too, checked by pickle).
+_PICKLED = frozenset((int, float, bool, str, bytes, tuple, type(None)))
+
+
+def crc(value: Any) -> int:
+    """The CRC-32 of a port value: of its stable encoding (:func:`reactors.trace.encode`),
+    or, for a C-contiguous numpy array of numbers, of its bytes (no copy) after a head of its
+    dtype and shape."""
+    cls = value.__class__
+    if cls in _PICKLED:
+        return zlib.crc32(pickle.dumps(value, protocol=5))
+    np = sys.modules.get("numpy")
+    if np is not None and cls is np.ndarray and not value.dtype.hasobject:
+        head = zlib.crc32(pickle.dumps((value.dtype.num, value.shape), protocol=5))
+        try:
+            return zlib.crc32(value.data, head)
+        except (BufferError, ValueError, TypeError):  # not C-contiguous
+            return zlib.crc32(value.tobytes(), head)
+    return zlib.crc32(encode(value))
+
+
+def shorten(value: Any, limit: int = SHORT) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def reactor_of(port: str) -> str:
+    """The full name of the reactor of a port's full name (``main.a.out[2]`` -> ``main.a``)."""
+    return port.rsplit(".", 1)[0]
+
+
+# --------------------------------------------------------------------------- the tape
+
+
+class Tape:
+    """What a scheduler consults while recording or replaying. Attach with :meth:`attach`.
+
+    ``watch``: the names of the ports this scheduler checks at the end of each tag (None:
+    every port, one worker). Reads of physical time are keyed by tag and reactor: the
+    reactions of one reactor run one after the other in a fixed order on any worker count.
+    """
+
+    replaying = False
+
+    def __init__(self, watch: Iterable[str] | None = None):
+        self.watch = None if watch is None else frozenset(watch)
+        self.thread: int | None = None
+        # code objects of reaction bodies (False) and of the deadline checks (True)
+        self.codes: dict[Any, bool] = {}
+        self.sched: Scheduler | None = None
+        self._now: Callable[[], int] = time_ns
+
+    def attach(self, sched: Scheduler) -> None:
+        """Make ``sched`` record into (or replay from) this tape: its clock's reads inside
+        reactions go through :meth:`clock`, and its physical actions report the events they
+        fire."""
+        self.sched = sched
+        self._now = sched.clock.now
+        sched.clock = _TapeClock(sched.clock, self)
+        sched.engine.tape = self
+        codes = self.codes
+        codes[Reaction.invoke.__code__] = True  # deadline checks
+        codes[Reaction.check_deadline.__code__] = True
+        for r in sched.program.reactions:
+            for fn in (r.body, r.handler) if r is not None else ():
+                code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+                if code is not None:
+                    codes[code] = False
+
+    def reader(self) -> str | None:
+        """The full name of the reactor whose reaction is reading physical time (its body, a
+        function it calls, or its deadline check), or None outside reactions."""
+        f = sys._getframe(2)
+        codes = self.codes
+        while f is not None:
+            checks = codes.get(f.f_code)
+            if checks is not None:
+                obj = f.f_locals.get("self")
+                return obj.owner if checks else getattr(obj, "_lf_name", None)
+            f = f.f_back
+        return None
+
+    def elapsed(self) -> TagPair:
+        """The current tag as (elapsed ns, microstep)."""
+        s = self.sched
+        assert s is not None
+        return s.time - s.start_time, s.micro
+
+    # hooks the runtime calls
+    def clock(self, reader: str) -> int:
+        """Physical time (ns) read by a reaction of the reactor ``reader``."""
+        raise NotImplementedError
+
+    def begin(self, sched: Scheduler) -> None:
+        """The run entered its start tag (the start time is known), on the scheduler's
+        thread."""
+        self.thread = threading.get_ident()
+
+    def fired(self, action: Action, value: Any) -> None:
+        """A physical action fired at the current tag with ``value``."""
+
+    def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
+        """Tag ``(t elapsed ns, m)`` ended with ``present`` (ports and actions) present."""
+        raise NotImplementedError
+
+    def record(self, sched: Scheduler) -> None:
+        """The current tag of ``sched`` ended (a worker's per-tag recorder interface)."""
+        t, m = self.elapsed()
+        self.tag_end(t, m, sched.present)
+
+    def close(self, final: TagPair | None) -> None:
+        """The run ended; ``final``: its last tag (elapsed ns, microstep) if it finished."""
+
+    def _ports(self, present: Iterable[Any]) -> list[Port]:
+        watch = self.watch
+        return [p for p in present if p.__class__ is Port and (watch is None or p._name in watch)]
+
+
+class _TapeClock:
+    """A scheduler's clock whose ``now()`` inside a reaction, on the scheduler's thread, is
+    the tape's; everything else is the real clock's."""
+
+    def __init__(self, real: Any, tape: Tape):
+        self.real = real
+        self.tape = tape
+
+    def now(self) -> int:
+        tape = self.tape
+        if threading.get_ident() == tape.thread:
+            reader = tape.reader()
+            if reader is not None:
+                return tape.clock(reader)
+        return self.real.now()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+class Recorder(Tape):
+    """Records into ``path`` (a part file on several workers); ``manifest`` heads it.
+
+    Raises:
+        ReplayError: ``path`` cannot be written.
+    """
+
+    def __init__(self, path: str, head: dict, watch: Iterable[str] | None = None):
+        super().__init__(watch)
+        self.path = path
+        self.head = head
+        self.buf: list[tuple] = []
+        self.flushed = perf_counter()
+        try:
+            self.file = open(path, "wb")  # noqa: SIM115 -- open for the whole run, closed in close()
+        except OSError as e:
+            raise ReplayError(f"--record: cannot write {path}: {e}") from None
+
+    def begin(self, sched: Scheduler) -> None:
+        """At the start tag: write the manifest, with the start time."""
+        super().begin(sched)
+        head = dict(self.head, start_time=sched.start_time)
+        self.file.write(MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n")
+
+    def clock(self, reader: str) -> int:
+        v = self._now()
+        t, m = self.elapsed()
+        self._add(("c", t, m, reader, v))
+        return v
+
+    def fired(self, action: Action, value: Any) -> None:
+        t, m = self.elapsed()
+        self._add(("a", t, m, action._name, value))
+
+    def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
+        watch = self.watch
+        sums = []
+        for p in present:
+            if p.__class__ is Port and (watch is None or p._name in watch):
+                sums.append((p._name, crc(p._v)))
+        self._add(("d", t, m, sums))
+
+    def _add(self, rec: tuple) -> None:
+        buf = self.buf
+        buf.append(rec)
+        n = len(buf)
+        if n >= CHUNK or (n % 64 == 0 and perf_counter() - self.flushed > FLUSH_S):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered records as one chunk."""
+        if self.buf and not self.file.closed:
+            data = pickle.dumps(self.buf, protocol=5)
+            self.file.write(_LEN.pack(len(data)) + data)
+            self.file.flush()
+            self.buf = []
+        self.flushed = perf_counter()
+
+    def close(self, final: TagPair | None) -> None:
+        if self.file.closed:
+            return
+        if final is not None:
+            self.buf.append(("end", final[0], final[1]))
+        self.flush()
+        self.file.close()
+
+
+class Replayer(Tape):
+    """Replays ``recording`` into a scheduler; ``place_end``: whether this scheduler keeps an
+    event at the recorded final tag (one scheduler of a run does, so that the run idles to
+    that tag as the recorded one did)."""
+
+    replaying = True
+
+    def __init__(
+        self, recording: Recording, watch: Iterable[str] | None = None, place_end: bool = True
+    ):
+        super().__init__(watch)
+        self.rec = recording
+        self.place_end = place_end
+        self.clocks = {k: deque(v) for k, v in recording.clocks.items()}
+        self.checked = 0  # tags compared with the recording
+        self.closed = False
+
+    def begin(self, sched: Scheduler) -> None:
+        """At the start tag: queue the recorded events of this scheduler's physical actions
+        and, if ``place_end``, an event at the final tag.
+
+        Raises:
+            ReplayError: a recorded physical action is not in the program.
+        """
+        super().begin(sched)
+        start = sched.start_time
+        mine = {a._name: a for a in sched.program.actions if isinstance(a, PhysicalAction)}
+        queue = sched.queue
+        for name, events in self.rec.events.items():
+            a = mine.get(name)
+            if a is None:
+                if self.watch is None:  # one scheduler holds every action
+                    raise ReplayError(f"the recording has events of {name}, not in the program")
+                continue
+            for t, m, value in events:
+                a._queue.append(queue.push(start + t, m, a, value))
+        end = self.rec.stop
+        if self.place_end and end is not None:
+            marker = Action("replay end")
+            marker._rq, marker._mark, marker._engine = sched.rq, _no_mark, sched.engine
+            marker._queue.append(queue.push(start + end[0], end[1], marker, None))
+
+    def clock(self, reader: str) -> int:
+        t, m = self.elapsed()
+        values = self.clocks.get((t, m, reader))
+        if not values:
+            raise ReplayError(
+                f"replay departs from the recording at tag {_tag(t, m)}: reactor {reader} "
+                "reads physical time more often than in the recorded run"
+            )
+        return values.popleft()
+
+    def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
+        rec = self.rec
+        if rec.end is None and rec.last is not None and (t, m) >= rec.last:
+            return  # the run recorded was cut short during its last tag
+        recorded = rec.digests.get((t, m), {})
+        self.checked += 1
+        now = {p._name: p for p in self._ports(present)}
+        watch = self.watch
+        names = sorted(set(now) | {n for n in recorded if watch is None or n in watch})
+        for name in names:
+            p = now.get(name)
+            if p is None:
+                self._departs(t, m, name, "absent now, present in the recorded run")
+            elif name not in recorded:
+                self._departs(
+                    t, m, name, f"present now ({shorten(p._v)}), absent in the recorded run"
+                )
+            elif crc(p._v) != recorded[name]:
+                self._departs(t, m, name, f"value now {shorten(p._v)}, another in the recorded run")
+
+    def close(self, final: TagPair | None) -> None:
+        """Check that the replay ended where the recording did; the scheduler that keeps the
+        final event says so on stderr.
+
+        Raises:
+            ReplayError: the replay finished at another tag.
+        """
+        stop = self.rec.stop
+        if final is None or stop is None or self.closed:
+            return
+        self.closed = True
+        if final != stop:
+            raise ReplayError(
+                f"replay departs from the recording: it ended at tag {_tag(*final)}, the "
+                f"recorded run at {_tag(*stop)}"
+            )
+        if self.place_end:
+            CTX.log.info(
+                f"---- Replay matched the recording up to tag {_tag(*stop)} "
+                f"({self.checked:,} tags checked)"
+            )
+
+    def _departs(self, t: int, m: int, port: str, what: str) -> None:
+        raise ReplayError(
+            f"replay departs from the recording at tag {_tag(t, m)}: reactor "
+            f"{reactor_of(port)}, port {port}: {what}"
+        )
+
+
+def _no_mark(_obj: Any) -> None:
+    """The marker event's presence needs no clearing."""
+
+
+def _tag(t: int, m: int) -> str:
+    return f"({t:,} ns, {m})"
+
+
+def tape_for(
+    sched: Scheduler, graph: Program, opts: Any, watch: list | None, me: int, workers: int
+) -> Tape | None:
+    """The recording (``opts.record``) or replay (``opts.replay``) of scheduler ``sched``, worker
+    ``me`` of ``workers``, attached to it; ``watch``: the ports it checks at the end of each
+    tag (None: all). None when neither is asked for.
+
+    Raises:
+        ReplayError: the recording cannot be written or read.
+    """
+    names = None if watch is None else [p._name for p in watch]
+    tape: Tape
+    if opts.record:
+        path = opts.record if workers == 1 else f"{opts.record}.w{me}"
+        head = manifest(graph, workers)
+        head["arguments"] = [[a.name, a.text] for a in opts.arguments]
+        tape = Recorder(path, head, names)
+    elif opts.replay:
+        tape = Replayer(load(opts.replay), names, place_end=me == 0)
+        assert opts.replay_bounds is not None  # set when the launcher read the recording
+        start, stop = opts.replay_bounds
+        engine = sched.engine
+        engine.timing = replace(engine.timing, start_at=start, stop_at=stop)
+    else:
+        return None
+    tape.attach(sched)
+    return tape
+
+
+# --------------------------------------------------------------------------- the file
+
+
+@dataclass
+class Recording:
+    """A recording read back. Tags are (elapsed ns, microstep).
+
+    ``events``: physical action full name -> its events ``(t, m, value)`` in tag order;
+    ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``: tag -> port
+    full name -> CRC-32; ``end``: the final tag when the run finished, else None; ``last``:
+    the last tag with a digest.
+    """
+
+    manifest: dict
+    events: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
+    clocks: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
+    digests: dict[TagPair, dict[str, int]] = field(default_factory=dict)
+    end: TagPair | None = None
+    last: TagPair | None = None
+
+    @property
+    def stop(self) -> TagPair | None:
+        """The stop tag of a replay: the final tag, or the last recorded one of a run that did
+        not finish."""
+        return self.end if self.end is not None else self.last
+
+    @property
+    def start_time(self) -> int:
+        """The recorded run's start time (ns since the epoch)."""
+        return int(self.manifest["start_time"])
+
+
+def parts_of(path: str) -> list[str]:
+    """The files of the recording ``path``: itself, or the worker parts a killed run left."""
+    if os.path.exists(path):
+        return [path]
+    parts = []
+    k = 0
+    while os.path.exists(f"{path}.w{k}"):
+        parts.append(f"{path}.w{k}")
+        k += 1
+    return parts
+
+
+def _read(path: str) -> tuple[dict, list[tuple]]:
+    """The manifest and records of one file (a torn last chunk is left out).
+
+    Raises:
+        ReplayError: not a recording.
+    """
+    with open(path, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:
+            raise ReplayError(f"{path} is not a recording (made with --record)")
+        try:
+            manifest = json.loads(f.readline())
+        except ValueError:
+            raise ReplayError(f"{path}: the recording's manifest is damaged") from None
+        records: list[tuple] = []
+        while True:
+            head = f.read(_LEN.size)
+            if len(head) < _LEN.size:
+                break
+            data = f.read(_LEN.unpack(head)[0])
+            try:
+                records += pickle.loads(data)
+            except Exception:
+                break  # a torn last chunk: the run was killed while writing it
+    return manifest, records
+
+
+def load(path: str) -> Recording:
+    """Read the recording ``path`` (or the worker parts of a run killed before joining them).
+
+    Raises:
+        ReplayError: no such recording, or not a recording.
+    """
+    parts = parts_of(path)
+    if not parts:
+        raise ReplayError(f"--replay: no recording {path}")
+    rec: Recording | None = None
+    for p in parts:
+        manifest, records = _read(p)
+        if rec is None:
+            rec = Recording(manifest)
+        _index(rec, records)
+    assert rec is not None
+    for events in rec.events.values():
+        events.sort(key=lambda e: (e[0], e[1]))
+    if rec.digests:
+        rec.last = max(rec.digests)
+    return rec
+
+
+def _index(rec: Recording, records: list[tuple]) -> None:
+    events, clocks, digests = rec.events, rec.clocks, rec.digests
+    for r in records:
+        kind = r[0]
+        if kind == "d":
+            digests.setdefault((r[1], r[2]), {}).update(r[3])
+        elif kind == "c":
+            clocks.setdefault((r[1], r[2], r[3]), []).append(r[4])
+        elif kind == "a":
+            events.setdefault(r[3], []).append((r[1], r[2], r[4]))
+        elif kind == "end":
+            rec.end = (r[1], r[2])
+
+
+def join(path: str, workers: int) -> None:
+    """Join the worker parts ``path``.w<k> of a run into ``path`` (one manifest, every chunk)
+    and remove them. Nothing happens when no part exists."""
+    parts = [f"{path}.w{k}" for k in range(workers) if os.path.exists(f"{path}.w{k}")]
+    if not parts:
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as out:
+        for i, p in enumerate(parts):
+            with open(p, "rb") as f:
+                head = f.read(len(MAGIC))
+                manifest = f.readline()
+                if i == 0:
+                    out.write(head + manifest)
+                out.write(f.read())
+    os.replace(tmp, path)
+    for p in parts:
+        os.unlink(p)
+
+
+def manifest(graph: Program, workers: int) -> dict:
+    """The head of a recording of ``graph`` on ``workers`` workers (the start time is added
+    when the run starts)."""
+    return {
+        "program": graph.name,
+        "graph": graph_hash(graph, fingerprint(graph)),
+        "workers": workers,
+    }

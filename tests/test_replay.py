@@ -1,0 +1,149 @@
+"""Recording a run's inputs from outside logical time and replaying them (``--record``,
+``--replay``; reactors/replay.py).
+
+The program, tests/replay_fixtures/Sensor.lf, takes physical-action events from a thread at
+random wall-clock times, reads physical time in reactions, has a deadline and a ``~>``
+connection: two plain runs differ; a replay of a recording reproduces its stdout and digest
+exactly on any worker count and backend.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, build, run_program
+
+from reactors import replay
+
+FIXTURES = ROOT / "tests" / "replay_fixtures"
+VARIANTS = [("-w", "1"), ("-w", "2"), ("-w", "2", "--backend", "threads"), ("-w", "3")]
+
+
+@pytest.fixture(scope="module")
+def sensor(tmp_path_factory) -> Path:
+    return build(FIXTURES / "Sensor.lf", tmp_path_factory.mktemp("sensor"))
+
+
+def run_with_digest(
+    launcher: Path, digest: Path, *args: str
+) -> tuple[subprocess.CompletedProcess, str]:
+    r = run_program(launcher, "--digest", str(digest), *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r, digest.read_text()
+
+
+@pytest.mark.parametrize("recorded_on", [("-w", "1"), ("-w", "2")])
+def test_replay_reproduces_the_recorded_run(sensor, tmp_path, recorded_on):
+    tape = tmp_path / "run.lfrec"
+    ref, ref_digest = run_with_digest(sensor, tmp_path / "ref", "--record", str(tape), *recorded_on)
+    other, other_digest = run_with_digest(sensor, tmp_path / "other", *recorded_on)
+    assert (other.stdout, other_digest) != (ref.stdout, ref_digest)  # the inputs differ
+    assert not list(tmp_path.glob("run.lfrec.w*"))  # the workers' parts were joined
+    for variant in VARIANTS:
+        r, digest = run_with_digest(sensor, tmp_path / "replayed", "--replay", str(tape), *variant)
+        assert r.stdout == ref.stdout, variant
+        assert digest == ref_digest, variant
+        assert "Replay matched the recording" in r.stderr
+
+
+def test_recording_holds_the_inputs(sensor, tmp_path):
+    tape = tmp_path / "run.lfrec"
+    r = run_program(sensor, "--record", str(tape))
+    assert r.returncode == 0, r.stderr
+    rec = replay.load(str(tape))
+    assert rec.manifest["program"] == "Sensor"
+    assert [v[0] for _t, _m, v in rec.events.pop("Sensor.s.reading")] == list(range(8))
+    (connection,) = rec.events  # the physical action of the ~> connection f.avg ~> d.avg
+    assert connection.startswith("Sensor._lf_")
+    readers = {key[2] for key in rec.clocks}
+    assert {"Sensor.s", "Sensor.d"} <= readers  # physical_elapsed() and the deadline check
+    shown = [line for line in r.stdout.splitlines() if " at " in line]
+    assert len(shown) == len(rec.events[connection])
+    # at each, the deadline check and physical_elapsed()
+    assert 2 * len(shown) == sum(len(v) for k, v in rec.clocks.items() if k[2] == "Sensor.d")
+    assert rec.end is not None and rec.end == rec.last
+    assert all(tag <= rec.end for tag in rec.digests)
+
+
+def test_replay_after_a_code_change_names_where_it_departs(sensor, tmp_path):
+    tape = tmp_path / "run.lfrec"
+    assert run_program(sensor, "--record", str(tape)).returncode == 0
+    changed = tmp_path / "changed" / "Sensor.lf"
+    changed.parent.mkdir()
+    text = (FIXTURES / "Sensor.lf").read_text()
+    changed.write_text(
+        text.replace("self.total += x\n", "self.total += x if self.seen < 3 else 2 * x\n")
+    )
+    launcher = build(changed, tmp_path / "changed")
+    for variant in (("-w", "1"), ("-w", "2")):
+        r = run_program(launcher, "--replay", str(tape), *variant)
+        assert r.returncode == 1, r.stderr
+        assert "Traceback" not in r.stderr
+        m = re.search(
+            r"replay departs from the recording at tag \(([\d,]+) ns, (\d+)\): reactor Sensor\.f, "
+            r"port Sensor\.f\.avg: value now ([\d.]+), another in the recorded run",
+            r.stderr,
+        )
+        assert m, r.stderr
+        rec = replay.load(str(tape))
+        third = sorted(rec.events["Sensor.s.reading"])[3]  # the first reading counted twice
+        assert (int(m.group(1).replace(",", "")), int(m.group(2))) == (third[0], third[1])
+
+
+def test_replay_of_a_killed_recording(sensor, tmp_path):
+    tape = tmp_path / "run.lfrec"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen(
+        [str(sensor), "--record", str(tape), "--count", "1000"],
+        cwd=sensor.parent.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    while len(lines) < 40:  # ~0.7 s: chunks were written (every 0.25 s at most)
+        lines.append(p.stdout.readline())
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    rec = replay.load(str(tape))
+    assert rec.end is None and rec.last is not None
+    r = run_program(sensor, "--replay", str(tape))  # with the recorded --count
+    assert r.returncode == 0, r.stderr
+    replayed = r.stdout.splitlines()
+    assert 10 < len(replayed) - 1 <= 40  # the shown values recorded, then the shutdown line
+    assert replayed[:-1] == [line.rstrip("\n") for line in lines[: len(replayed) - 1]]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--record", "{t}", "--replay", "{t}"), "--record and --replay cannot be used together"),
+        (("--replay", "{d}/none.lfrec"), "--replay: no recording"),
+        (("--replay", "{d}/junk"), "is not a recording (made with --record)"),
+        (("--record", "{d}/no/such/dir/x"), "--record: cannot write"),
+    ],
+)
+def test_bad_recordings_are_refused(sensor, tmp_path, args, message):
+    (tmp_path / "junk").write_text("not a recording\n")
+    t = str(tmp_path / "x.lfrec")
+    r = run_program(sensor, *(a.format(t=t, d=tmp_path) for a in args))
+    assert r.returncode == 1
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_recording_of_another_program_is_refused(sensor, tmp_path):
+    other = tmp_path / "other" / "Other.lf"
+    other.parent.mkdir()
+    other.write_text("target Python\nmain reactor Other {\n  reaction(startup) {= pass =}\n}\n")
+    tape = tmp_path / "other.lfrec"
+    assert run_program(build(other, tmp_path / "other"), "--record", str(tape)).returncode == 0
+    r = run_program(sensor, "--replay", str(tape))
+    assert r.returncode == 1
+    assert f"{tape} is a recording of Other, not of Sensor" in r.stderr
