@@ -27,6 +27,7 @@ BENCHMARKS = [
     "speedup",
     "roundtrip",
     "parallel_tags",
+    "recording",
     "broadcast",
     "lfc_speed",
     "gym_sim",

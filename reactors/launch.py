@@ -46,7 +46,7 @@ from .units import is_unit, parse_duration
 
 if TYPE_CHECKING:
     from .costs import Calibrator
-    from .trace import Digest, Timeline, _Recording
+    from .trace import Digest, TagHook, Timeline, _Recording
 
 USAGE = """\
 usage: {prog} [options]
@@ -435,7 +435,9 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
         )
     given = {a.name for a in opts.arguments}
     recorded_args = tuple(
-        Argument(name, text) for name, text in rec.manifest.get("arguments", ()) if name not in given
+        Argument(name, text)
+        for name, text in rec.manifest.get("arguments", ())
+        if name not in given
     )
     opts.arguments = recorded_args + opts.arguments
     opts.fast, opts.keepalive, opts.timeout = True, False, None
@@ -578,7 +580,7 @@ def _recorders(sched: Scheduler, graph: Program, opts: Options) -> _Records:
         return out
     from .trace import Digest, Timeline, record_single
 
-    hooks = []
+    hooks: list[TagHook] = []
     if opts.digest:
         out.digest = Digest()
         hooks.append(out.digest._add)

@@ -21,7 +21,7 @@ clock (it runs as ``--fast``), so a recording that waited for physical events re
 as the reactions run.
 
 **Per-tag digests.** The recording also holds, for every tag, a CRC-32 of every port value
-present at its end (the stable encoding of :func:`reactors.trace.encode`). A replay compares
+present at its end (:func:`crc`). A replay compares
 each tag as it ends and stops at the first that differs, naming the tag, the reactor, the
 port and the value it now has (shortened): a replay after a code change shows where the new
 code first departs from the recorded run. On several workers, each worker checks the ports
@@ -30,8 +30,8 @@ it writes and stops at its own first difference.
 **File.** ``MAGIC``, one line of JSON (the manifest: program, graph hash, start time, worker
 count, the main parameters given on the command line, which a replay takes too), then chunks, each an 8-byte big-endian length and a pickle of a list of records:
 ``("a", elapsed ns, microstep, action, value)``, ``("c", elapsed ns, microstep, reactor,
-value ns)``, ``("d", elapsed ns, microstep, ((port, crc), ...))`` and ``("end", elapsed ns,
-microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
+value ns)``, ``("d", elapsed ns, microstep, (port, ...), [crc, ...])`` and ``("end", elapsed
+ns, microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
 at the end; a run that is killed leaves every chunk it wrote complete (a torn last chunk is
 ignored on reading), and its replay stops at the last tag recorded, which it does not check
 (the recorded run was cut short during it). On
@@ -43,6 +43,7 @@ is trusted like code; replay only your own.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import pickle
 import struct
@@ -53,10 +54,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from time import perf_counter, time_ns
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .action import Action, PhysicalAction
 from .checkpoint import fingerprint, graph_hash
+from .clock import Clock
 from .context import CTX
 from .engine import TagPair
 from .port import Port
@@ -82,23 +85,34 @@ class ReplayError(Exception):
     message says where)."""
 
 
-#: Types whose pickle is their stable encoding (tuples of them too, checked by pickle).
-_PICKLED = frozenset((int, float, bool, str, bytes, tuple, type(None)))
+#: The CRC-32 of an array's head (dtype number, shape), by (dtype number, shape).
+_HEADS: dict[tuple, int] = {}
+#: Types whose ``marshal`` form is their stable encoding (containers checked by marshal).
+_MARSHALLED = frozenset((int, float, bool, str, bytes, tuple, list, dict, type(None)))
 
 
 def crc(value: Any) -> int:
-    """The CRC-32 of a port value: of its stable encoding (:func:`reactors.trace.encode`),
-    or, for a C-contiguous numpy array of numbers, of its bytes (no copy) after a head of its
-    dtype and shape."""
+    """The CRC-32 of a port value: of its ``marshal`` form for the built-in types marshal
+    takes (numbers, strings, bytes, and tuples, lists and dicts of them), of its bytes after a
+    head of dtype and shape for a numpy array of numbers (no copy when C-contiguous), else of
+    its stable encoding (:func:`reactors.trace.encode`). The same value gives the same CRC in
+    any process of the same Python (sets of strings excepted: run with a fixed
+    ``PYTHONHASHSEED``)."""
     cls = value.__class__
-    if cls in _PICKLED:
-        return zlib.crc32(pickle.dumps(value, protocol=5))
+    if cls in _MARSHALLED:
+        try:
+            return zlib.crc32(marshal.dumps(value))
+        except ValueError:  # holds a type marshal does not take
+            return zlib.crc32(encode(value))
     np = sys.modules.get("numpy")
     if np is not None and cls is np.ndarray and not value.dtype.hasobject:
-        head = zlib.crc32(pickle.dumps((value.dtype.num, value.shape), protocol=5))
+        key = (value.dtype.num, value.shape)
+        head = _HEADS.get(key)
+        if head is None:
+            head = _HEADS[key] = zlib.crc32(repr(key).encode())
         try:
             return zlib.crc32(value.data, head)
-        except (BufferError, ValueError, TypeError):  # not C-contiguous
+        except (BufferError, ValueError):  # not C-contiguous
             return zlib.crc32(value.tobytes(), head)
     return zlib.crc32(encode(value))
 
@@ -155,13 +169,13 @@ class Tape:
     def reader(self) -> str | None:
         """The full name of the reactor whose reaction is reading physical time (its body, a
         function it calls, or its deadline check), or None outside reactions."""
-        f = sys._getframe(2)
+        f: FrameType | None = sys._getframe(2)
         codes = self.codes
         while f is not None:
             checks = codes.get(f.f_code)
             if checks is not None:
                 obj = f.f_locals.get("self")
-                return obj.owner if checks else getattr(obj, "_lf_name", None)
+                return getattr(obj, "owner" if checks else "_lf_name", None)
             f = f.f_back
         return None
 
@@ -201,11 +215,13 @@ class Tape:
         return [p for p in present if p.__class__ is Port and (watch is None or p._name in watch)]
 
 
-class _TapeClock:
+class _TapeClock(Clock):
     """A scheduler's clock whose ``now()`` inside a reaction, on the scheduler's thread, is
-    the tape's; everything else is the real clock's."""
+    the tape's; waiting and waking are the real clock's."""
 
-    def __init__(self, real: Any, tape: Tape):
+    __slots__ = ("real", "tape")
+
+    def __init__(self, real: Clock, tape: Tape):  # no wake-up event of its own: real's
         self.real = real
         self.tape = tape
 
@@ -217,8 +233,14 @@ class _TapeClock:
                 return tape.clock(reader)
         return self.real.now()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+    def wait_until(self, t: int) -> bool:
+        return self.real.wait_until(t)
+
+    def wait_for_wake(self) -> None:
+        self.real.wait_for_wake()
+
+    def wake(self) -> None:
+        self.real.wake()
 
 
 class Recorder(Tape):
@@ -234,6 +256,7 @@ class Recorder(Tape):
         self.head = head
         self.buf: list[tuple] = []
         self.flushed = perf_counter()
+        self.names: dict[tuple, tuple] = {}
         try:
             self.file = open(path, "wb")  # noqa: SIM115 -- open for the whole run, closed in close()
         except OSError as e:
@@ -257,11 +280,14 @@ class Recorder(Tape):
 
     def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
         watch = self.watch
+        names = []
         sums = []
         for p in present:
             if p.__class__ is Port and (watch is None or p._name in watch):
-                sums.append((p._name, crc(p._v)))
-        self._add(("d", t, m, sums))
+                names.append(p._name)
+                sums.append(crc(p._v))
+        key = tuple(names)  # the same ports at most tags: one tuple, pickled once per chunk
+        self._add(("d", t, m, self.names.setdefault(key, key), sums))
 
     def _add(self, rec: tuple) -> None:
         buf = self.buf
@@ -524,7 +550,7 @@ def _index(rec: Recording, records: list[tuple]) -> None:
     for r in records:
         kind = r[0]
         if kind == "d":
-            digests.setdefault((r[1], r[2]), {}).update(r[3])
+            digests.setdefault((r[1], r[2]), {}).update(zip(r[3], r[4]))
         elif kind == "c":
             clocks.setdefault((r[1], r[2], r[3]), []).append(r[4])
         elif kind == "a":

@@ -25,7 +25,7 @@ import pickle
 import sys
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Protocol
 
 from .engine import TagPair
 from .port import Port
@@ -105,7 +105,13 @@ def merge(parts: Iterable[str], path: str, before: TagPair | None = None) -> Non
 
 
 #: A per-tag hook of the one-worker loop: ``hook(elapsed ns, microstep, present)``.
-TagHook = Callable[[int, int, list], None]
+TagHook = Callable[[int, int, Iterable[Any]], None]
+
+
+class TagRecorder(Protocol):
+    """What a parallel worker calls at the end of each tag (a :class:`Digest`, a recording)."""
+
+    def record(self, sched: Scheduler) -> None: ...
 
 
 class _Recording(list):

@@ -74,7 +74,7 @@ from .transport import ChannelReader, ChannelWriter
 
 if TYPE_CHECKING:
     from .build import Assembly
-    from .trace import Digest
+    from .trace import TagRecorder
 
 _END = 1 << 62  # a rank larger than any
 
@@ -146,8 +146,8 @@ class _Clock(Clock):
 class WorkerScheduler(Scheduler):
     """Runs the reactions of ``program`` (built with ``owned``) at the tags the coordinator
     publishes. Exceptions of reactions propagate from :meth:`run` with ``failed`` set; an
-    abort by the coordinator raises :class:`Aborted`. ``recorder``: a
-    :class:`reactors.trace.Digest` or None; ``coordinator``: the
+    abort by the coordinator raises :class:`Aborted`. ``recorder``: what records each tag
+    (:class:`reactors.trace.TagRecorder`: the digest, the recording) or None; ``coordinator``: the
     :class:`reactors.coordinator.Coordinator` that worker 0 runs between its tags."""
 
     def __init__(
@@ -157,7 +157,7 @@ class WorkerScheduler(Scheduler):
         *,
         keepalive: bool = False,
         log: Log | None = None,
-        recorder: Digest | None = None,
+        recorder: TagRecorder | None = None,
         coordinator: TagDecider | None = None,
     ):
         super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
