@@ -18,7 +18,9 @@ reactions take, which only a run can tell. So:
   the rules' placement improved by moving groups of reactors between workers while that lowers
   the prediction (:func:`refine`).
 
-Which worker runs a reaction never changes a result, so neither does a profile. A profile is
+Each ``-w 0`` run writes its choice, with why and the predictions, into graph.json
+(``worker_choice``, :func:`explain`) and, with ``--verbose``, on stderr. Which worker runs a
+reaction never changes a result, so neither does a profile. A profile is
 tied to the build of the program (its ``build_id``) and the main parameters given when it
 started: after a rebuild, or with other parameters, the next ``-w 0`` run measures again. Times are ns.
 """
@@ -34,11 +36,14 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
+from .jsonform import encode
 from .placement import groups, max_parallel, place
-from .program import Program
+from .program import Prediction, Program, WorkerChoice
 from .topology import access, crossings, order
 
 PROFILE = "profile.json"
+#: The program file beside it, where a -w 0 run writes its choice.
+GRAPH_FILE = "graph.json"
 VERSION = 1
 SKIP_TAGS = 3  # tags not measured at the start (start-up reactions, first-call costs)
 MEASURE_TAGS = 500  # tags measured
@@ -84,23 +89,8 @@ class Profile:
 
     def save(self, path: str) -> bool:
         """Write the profile to ``path`` atomically; False if it could not be written."""
-        folder = os.path.dirname(path) or "."
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".profile-", dir=folder)
-        except OSError:
-            return False
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                data = {"version": VERSION, "build_id": self.build_id, "tags": self.tags}
-                json.dump({**data, "cost_ns": self.cost}, f)
-            os.replace(tmp, path)
-            return True
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            return False
+        data = {"version": VERSION, "build_id": self.build_id, "tags": self.tags}
+        return _write_json(path, {**data, "cost_ns": self.cost})
 
     @classmethod
     def load(cls, path: str) -> Profile | None:
@@ -275,6 +265,46 @@ class Choice:
     reason: str
     measure: bool = False
     placement: tuple[int, ...] | None = None
+
+
+def explain(graph_path: str, choice: Choice) -> bool:
+    """Write ``choice`` into the program's graph.json at ``graph_path`` (its
+    ``worker_choice``: workers, reason, predictions, placement), atomically; False if the
+    file could not be read or written (the run goes on)."""
+    try:
+        with open(graph_path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    made = WorkerChoice(
+        choice.workers,
+        choice.reason,
+        tuple(Prediction(w, round(ns)) for w, ns in sorted(choice.predicted.items())),
+        choice.placement or (),
+    )
+    data["worker_choice"] = encode(made)
+    return _write_json(graph_path, data, indent=1)
+
+
+def _write_json(path: str, data: Any, indent: int | None = None) -> bool:
+    """Write ``data`` as JSON to ``path`` atomically (a temporary file beside it, renamed);
+    False if it could not be written."""
+    folder = os.path.dirname(path) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".json-", dir=folder)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=indent)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
 
 
 def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = False) -> Choice:

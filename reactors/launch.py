@@ -448,11 +448,13 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
 def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     """The worker count of ``-w 0`` (:func:`reactors.costs.choose`, from the profile beside
     the program's module); when it is one worker, the run measures and saves a profile."""
-    from .costs import PROFILE, Profile, choose
+    from .costs import GRAPH_FILE, PROFILE, Profile, choose, explain
     from .sync import CONTENTION
 
-    path = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or ".")), PROFILE)
+    folder = os.path.dirname(os.path.abspath(module.__file__ or "."))
+    path = os.path.join(folder, PROFILE)
     choice = choose(graph, Profile.load(path), CONTENTION.cores, busy=CONTENTION.busy_now())
+    explain(os.path.join(folder, GRAPH_FILE), choice)
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")
     if choice.measure:

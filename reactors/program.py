@@ -412,6 +412,26 @@ class Connection:
     label: str | None = None
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted time per tag (ns) of a program on ``workers`` workers."""
+
+    workers: int
+    ns_per_tag: int
+
+
+@dataclass(frozen=True)
+class WorkerChoice:
+    """What the latest ``-w 0`` run chose (that run writes it into graph.json; the compiler
+    writes none): ``workers``, ``reason`` (one line), ``predicted`` (each worker count it
+    weighed) and ``placement`` (the worker of each reactor id; empty: the rules' placement)."""
+
+    workers: int
+    reason: str
+    predicted: tuple[Prediction, ...] = ()
+    placement: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Program:
     """The whole elaborated program (graph.json). ``reactors``: parents before children,
@@ -435,6 +455,8 @@ class Program:
     # Shared with the generated module's ``BUILD_ID``: a module and a graph.json from two
     # different builds are refused at launch ("" accepts any module).
     build_id: str = ""
+    # The choice of the latest -w 0 run, and why (reactors.costs.explain)
+    worker_choice: WorkerChoice | None = None
 
     @property
     def physical_actions(self) -> bool:

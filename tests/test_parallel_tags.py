@@ -242,6 +242,11 @@ def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
     second = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
     assert second.returncode == 0 and "predicted time per tag" in second.stderr, second.stderr
     assert "measured" not in second.stderr  # a usable profile: nothing measured again
+    # the choice, why and the predictions are in graph.json too, which still loads
+    written = Program.load(str(profile.parent / costs.GRAPH_FILE)).worker_choice
+    assert written is not None and f"-w 0: {written.reason}" in second.stderr
+    assert [p.workers for p in written.predicted] == [1, 2]
+    assert written.workers in (1, 2) and all(p.ns_per_tag > 0 for p in written.predicted)
     assert first.stdout.split("checksum")[1] == second.stdout.split("checksum")[1]
 
 
