@@ -371,7 +371,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if problem:
             log.error(f"{what}: cannot write {path}: {problem}")
             return 1
-    problem = _snapshots_unusable(graph, opts) or _replay_unusable(graph, opts, log)
+    problem = _replay_unusable(graph, opts, log) or _snapshots_unusable(graph, opts)
     if problem:
         log.error(problem)
         return 1
@@ -416,6 +416,8 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
     with the recorded run's main parameters (those given on its command line win)."""
     if opts.record and opts.replay:
         return "--record and --replay cannot be used together"
+    if opts.resume and (opts.record or opts.replay):
+        return "--resume cannot be used with --record or --replay (a recording starts at the start tag)"
     if opts.record:
         problem = unwritable(opts.record)
         return f"--record: cannot write {opts.record}: {problem}" if problem else None

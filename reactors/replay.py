@@ -275,7 +275,20 @@ class Recorder(Tape):
         return v
 
     def fired(self, action: Action, value: Any) -> None:
+        """Record the event (its value must pickle: checked now, not when the chunk is
+        written).
+
+        Raises:
+            ReplayError: the value cannot be pickled.
+        """
         t, m = self.elapsed()
+        try:
+            pickle.dumps(value, protocol=5)
+        except Exception as e:
+            raise ReplayError(
+                f"--record: the value of physical action {action._name} at tag {_tag(t, m)} "
+                f"cannot be recorded: {type(e).__name__}: {e}"
+            ) from None
         self._add(("a", t, m, action._name, value))
 
     def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:

@@ -127,6 +127,7 @@ def test_replay_of_a_killed_recording(sensor, tmp_path):
         (("--replay", "{d}/none.lfrec"), "--replay: no recording"),
         (("--replay", "{d}/junk"), "is not a recording (made with --record)"),
         (("--record", "{d}/no/such/dir/x"), "--record: cannot write"),
+        (("--record", "{t}", "--resume", "{d}"), "--resume cannot be used with --record"),
     ],
 )
 def test_bad_recordings_are_refused(sensor, tmp_path, args, message):
