@@ -39,6 +39,7 @@ import jinja2
 
 from reactors.errors import GraphError
 from reactors.program import (
+    WorkerChoice,
     FORWARD,
     PLAIN_WIDTH,
     ActionRef,
@@ -65,6 +66,13 @@ HERE = Path(__file__).resolve().parent
 ELK_JS = HERE / "vendor" / "elk.bundled.js"
 ELK_VERSION = "0.12.1"
 _PREFIX = {"startup": "s", "shutdown": "d", "reset": "z", "timer": "t", "action": "a"}
+
+
+def choice_text(choice: WorkerChoice | None) -> str:
+    """What the latest ``-w 0`` run chose and why, for the header (empty: no such run)."""
+    if choice is None:
+        return ""
+    return f"; the latest -w 0 run chose {choice.workers}: {choice.reason}"
 
 
 def workers_text(workers: int, single_threaded: bool = False) -> str:
@@ -149,7 +157,8 @@ class Diagram:
             "file": self.program.main_file,
             "timeout": format_time(t.timeout),
             "workers": t.workers,
-            "workers_text": workers_text(t.workers, t.single_threaded),
+            "workers_text": workers_text(t.workers, t.single_threaded)
+            + choice_text(self.program.worker_choice),
             "fast": t.fast,
             "traced": bool(self.times),
             "root": self.box(main.id),

@@ -4,6 +4,7 @@ it needs a fresh virtual environment.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, render, workers_text
 from reactors.launch import usage
-from reactors.program import MainParameter, Program, load
+from reactors.program import MainParameter, Program, WorkerChoice, load
 
 LOGGER = ROOT / "lf_src" / "lib" / "Logger.lf"
 
@@ -252,3 +253,8 @@ def test_viewer_header_says_what_the_number_of_workers_means(tmp_path):
     graph = load(str(tmp_path / "out" / "src-gen" / "Prog" / "graph.json"))
     assert Diagram(graph).to_dict()["workers_text"] == "one worker per core (chosen at run time)"
     assert "DATA.workers_text, DATA.fast" in render(graph)
+    chosen = WorkerChoice(2, "predicted time per tag: 1 worker(s) 9.0 us, 2 worker(s) 5.0 us")
+    header = Diagram(dataclasses.replace(graph, worker_choice=chosen)).to_dict()["workers_text"]
+    assert header.endswith(
+        "; the latest -w 0 run chose 2: predicted time per tag: 1 worker(s) 9.0 us, 2 worker(s) 5.0 us"
+    )
