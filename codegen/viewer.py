@@ -39,7 +39,6 @@ import jinja2
 
 from reactors.errors import GraphError
 from reactors.program import (
-    WorkerChoice,
     FORWARD,
     PLAIN_WIDTH,
     ActionRef,
@@ -58,6 +57,7 @@ from reactors.program import (
     TimerRef,
     TimerSpec,
     Transition,
+    WorkerChoice,
 )
 from reactors.reaction import reaction_index, reaction_number
 from reactors.units import format_duration as format_time
