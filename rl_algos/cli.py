@@ -3,7 +3,7 @@
 ``lf-rl eval RUN_DIR [--episodes N] [--seed S] [--video [FILE]] [--env ENV_ID]`` loads the
 run's checkpoint, plays N greedy episodes with its own seeds and prints the mean and standard
 deviation of the returns (also written to ``RUN_DIR/eval.json``); ``--video`` writes the first
-episode as a GIF (``RUN_DIR/episode.gif`` unless a file is named).
+episode as a GIF (``RUN_DIR/episode.gif`` unless a file is named; a ``.mp4`` file is an MP4).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
         const="",
         default=None,
         metavar="FILE",
-        help="record the first episode as a GIF (default RUN_DIR/episode.gif)",
+        help="record the first episode as an MP4 (FILE.mp4) or a GIF (default RUN_DIR/episode.gif)",
     )
     e.add_argument("--env", default=None, help="environment id (default: the run's)")
     return p

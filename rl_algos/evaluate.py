@@ -1,6 +1,6 @@
 """Evaluate a trained policy: load a run directory's checkpoint, play N episodes of its
 environment with seeds of its own, report the mean and standard deviation of the returns,
-and optionally record one episode as a GIF (imageio).
+and optionally record one episode as an MP4 or a GIF (imageio).
 
 The checkpoint (``model.pt``, written by the PPO and DQN learner reactors) carries the
 algorithm, the network kind and spec, the state dict and the environment id; a run's
@@ -31,7 +31,7 @@ RESULT_FILE = "eval.json"
 @dataclass(frozen=True)
 class Evaluation:
     """Returns of ``episodes`` greedy episodes of ``env_id`` seeded ``seed``, ``seed + 1``...;
-    ``video``: the GIF written (None when not asked for)."""
+    ``video``: the MP4 or GIF written (None when not asked for)."""
 
     model: str
     env_id: str
@@ -135,7 +135,7 @@ def evaluate(
     env_id: str | None = None,
 ) -> Evaluation:
     """Play ``episodes`` greedy episodes with the checkpoint of ``run_dir`` (see
-    :func:`find_model`); ``video``: a GIF path for the first episode; ``env_id`` overrides
+    :func:`find_model`); ``video``: an MP4 or GIF path for the first episode; ``env_id`` overrides
     the recorded environment. Writes ``eval.json`` beside the checkpoint.
 
     Raises:
@@ -156,7 +156,7 @@ def evaluate(
         returns.append(ret)
         lengths.append(length)
         if frames is not None and video:
-            write_gif(frames, video)
+            write_video(frames, video)
     result = Evaluation(model, env_id, seed, tuple(returns), tuple(lengths), video)
     with open(os.path.join(os.path.dirname(model), RESULT_FILE), "w", encoding="utf-8") as f:
         json.dump(result.to_json(), f, indent=1)
@@ -187,13 +187,27 @@ def play(
         env.close()
 
 
-def write_gif(frames: list[np.ndarray], path: str, fps: int = 30) -> str:
-    """Write RGB ``frames`` as an animated GIF at ``fps`` frames per second; returns ``path``.
+def write_video(frames: list[np.ndarray], path: str, fps: int = 30) -> str:
+    """Write RGB ``frames`` (uint8 arrays (height, width, 3)) at ``fps`` frames per second
+    as an MP4 (H.264, a ``path`` ending in ``.mp4``) or else an animated GIF; returns
+    ``path``.
 
     Raises:
-        ImportError: imageio is not installed (``pip install imageio``).
+        ImportError: imageio is not installed (``pip install imageio``), or, for an MP4, its
+            ffmpeg plugin (``pip install imageio-ffmpeg``).
     """
     import imageio.v2 as imageio
 
-    imageio.mimsave(path, list[Any](frames), duration=1000 / fps, loop=0)
+    if path.lower().endswith(".mp4"):
+        try:
+            import imageio_ffmpeg  # noqa: F401 -- the plugin imageio writes MP4 with
+        except ImportError:
+            raise ImportError(
+                "an MP4 needs imageio's ffmpeg plugin: pip install imageio-ffmpeg "
+                "(or name a .gif file)"
+            ) from None
+        # macro_block_size 1: any frame size, no rescaling
+        imageio.mimwrite(path, list[Any](frames), fps=fps, macro_block_size=1)
+    else:
+        imageio.mimsave(path, list[Any](frames), duration=1000 / fps, loop=0)
     return path

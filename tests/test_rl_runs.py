@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT, build
 
@@ -168,3 +169,17 @@ def test_unknown_hyperparameters_are_named_with_the_valid_ones():
 def test_hyperparameters_are_picked_from_the_main_parameters():
     picked = hyperparameters(PPOConfig, {"seed": 1, "gamma": 0.9, "hidden": [8]})
     assert picked == {"gamma": 0.9, "hidden": (8,)}
+
+
+def test_video_as_mp4_or_gif(tmp_path, monkeypatch):
+    from rl_algos.evaluate import write_video
+
+    frames = [np.full((30, 50, 3), k * 40, dtype=np.uint8) for k in range(6)]
+    assert write_video(frames, str(tmp_path / "a.gif")) == str(tmp_path / "a.gif")
+    assert (tmp_path / "a.gif").read_bytes()[:6] == b"GIF89a"
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # the plugin not installed
+    with pytest.raises(ImportError, match=r"pip install imageio-ffmpeg"):
+        write_video(frames, str(tmp_path / "b.mp4"))
+    monkeypatch.undo()
+    write_video(frames, str(tmp_path / "c.mp4"))
+    assert (tmp_path / "c.mp4").read_bytes()[4:8] == b"ftyp"  # an ISO media (MP4) file
