@@ -30,7 +30,7 @@ it writes and stops at its own first difference.
 **File.** ``MAGIC``, one line of JSON (the manifest: program, graph hash, start time, worker
 count, the main parameters given on the command line, which a replay takes too), then chunks, each an 8-byte big-endian length and a pickle of a list of records:
 ``("a", elapsed ns, microstep, action, value)``, ``("c", elapsed ns, microstep, reactor,
-value ns)``, ``("d", elapsed ns, microstep, (port, ...), [crc, ...])`` and ``("end", elapsed
+value ns)``, ``("d", elapsed ns, microstep, (key, ...), [crc, ...])`` (:func:`sums_of`) and ``("end", elapsed
 ns, microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
 at the end; a run that is killed leaves every chunk it wrote complete (a torn last chunk is
 ignored on reading), and its replay stops at the last tag recorded, which it does not check
@@ -87,6 +87,8 @@ class ReplayError(Exception):
 
 #: The CRC-32 of an array's head (dtype number, shape), by (dtype number, shape).
 _HEADS: dict[tuple, int] = {}
+#: numpy's type number of object arrays: the numbers of numbers are below it.
+_OBJECT = 17
 #: Types whose ``marshal`` form is their stable encoding (containers checked by marshal).
 _MARSHALLED = frozenset((int, float, bool, str, bytes, tuple, list, dict, type(None)))
 
@@ -115,6 +117,47 @@ def crc(value: Any) -> int:
         except (BufferError, ValueError):  # not C-contiguous
             return zlib.crc32(value.tobytes(), head)
     return zlib.crc32(encode(value))
+
+
+def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list, list[int]]:
+    """The per-tag digest of the ports in ``present`` (those named in ``watch``; None: all):
+    ``keys`` and their CRC-32s. A key is the port's full name, or for a C-contiguous numpy
+    array of numbers ``(name, dtype number, shape)`` with the CRC of its bytes; any other
+    value's CRC is :func:`crc`'s. Written for speed: it runs at every tag of a recording."""
+    keys: list = []
+    sums: list[int] = []
+    key, add = keys.append, sums.append
+    crc32, dumps = zlib.crc32, marshal.dumps
+    np = sys.modules.get("numpy")
+    nd = None if np is None else np.ndarray
+    for p in present:
+        if p.__class__ is Port and (watch is None or p._name in watch):
+            v = p._v
+            cls = v.__class__
+            if cls is nd:
+                num = v.dtype.num
+                if num < _OBJECT:  # numbers, not objects or records that may hold some
+                    try:
+                        add(crc32(v.data))
+                        key((p._name, num, v.shape))
+                        continue
+                    except (BufferError, ValueError):  # not C-contiguous
+                        pass
+            elif cls in _MARSHALLED:
+                try:
+                    add(crc32(dumps(v)))
+                    key(p._name)
+                    continue
+                except ValueError:  # holds a type marshal does not take
+                    pass
+            add(crc(v))
+            key(p._name)
+    return keys, sums
+
+
+def key_name(key: Any) -> str:
+    """The port name of a key of :func:`sums_of`."""
+    return key if key.__class__ is str else key[0]
 
 
 def shorten(value: Any, limit: int = SHORT) -> str:
@@ -256,7 +299,8 @@ class Recorder(Tape):
         self.head = head
         self.buf: list[tuple] = []
         self.flushed = perf_counter()
-        self.names: dict[tuple, tuple] = {}
+        self.keys: list = []  # the keys of the latest tag, and as a tuple
+        self.key: tuple = ()
         try:
             self.file = open(path, "wb")  # noqa: SIM115 -- open for the whole run, closed in close()
         except OSError as e:
@@ -292,15 +336,11 @@ class Recorder(Tape):
         self._add(("a", t, m, action._name, value))
 
     def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
-        watch = self.watch
-        names = []
-        sums = []
-        for p in present:
-            if p.__class__ is Port and (watch is None or p._name in watch):
-                names.append(p._name)
-                sums.append(crc(p._v))
-        key = tuple(names)  # the same ports at most tags: one tuple, pickled once per chunk
-        self._add(("d", t, m, self.names.setdefault(key, key), sums))
+        keys, sums = sums_of(present, self.watch)
+        if keys != self.keys:  # the same ports at most tags: one tuple, pickled once per chunk
+            self.keys = keys
+            self.key = tuple(keys)
+        self._add(("d", t, m, self.key, sums))
 
     def _add(self, rec: tuple) -> None:
         buf = self.buf
@@ -385,19 +425,22 @@ class Replayer(Tape):
             return  # the run recorded was cut short during its last tag
         recorded = rec.digests.get((t, m), {})
         self.checked += 1
-        now = {p._name: p for p in self._ports(present)}
         watch = self.watch
-        names = sorted(set(now) | {n for n in recorded if watch is None or n in watch})
-        for name in names:
-            p = now.get(name)
-            if p is None:
+        keys, sums = sums_of(present, watch)
+        now = {key_name(k): (k, c) for k, c in zip(keys, sums)}
+        if now == recorded or (
+            watch is not None and now == {n: v for n, v in recorded.items() if n in watch}
+        ):
+            return
+        ports = {p._name: p for p in self._ports(present)}
+        for name in sorted(set(now) | {n for n in recorded if watch is None or n in watch}):
+            if name not in now:
                 self._departs(t, m, name, "absent now, present in the recorded run")
-            elif name not in recorded:
-                self._departs(
-                    t, m, name, f"present now ({shorten(p._v)}), absent in the recorded run"
-                )
-            elif crc(p._v) != recorded[name]:
-                self._departs(t, m, name, f"value now {shorten(p._v)}, another in the recorded run")
+            value = shorten(ports[name]._v)
+            if name not in recorded:
+                self._departs(t, m, name, f"present now ({value}), absent in the recorded run")
+            if now[name] != recorded[name]:
+                self._departs(t, m, name, f"value now {value}, another in the recorded run")
 
     def close(self, final: TagPair | None) -> None:
         """Check that the replay ended where the recording did; the scheduler that keeps the
@@ -473,15 +516,15 @@ class Recording:
     """A recording read back. Tags are (elapsed ns, microstep).
 
     ``events``: physical action full name -> its events ``(t, m, value)`` in tag order;
-    ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``: tag -> port
-    full name -> CRC-32; ``end``: the final tag when the run finished, else None; ``last``:
-    the last tag with a digest.
+    ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``:
+    tag -> port full name -> (key, CRC-32) as :func:`sums_of` gives them; ``end``: the final
+    tag when the run finished, else None; ``last``: the last tag with a digest.
     """
 
     manifest: dict
     events: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
     clocks: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
-    digests: dict[TagPair, dict[str, int]] = field(default_factory=dict)
+    digests: dict[TagPair, dict[str, tuple[Any, int]]] = field(default_factory=dict)
     end: TagPair | None = None
     last: TagPair | None = None
 
@@ -563,7 +606,9 @@ def _index(rec: Recording, records: list[tuple]) -> None:
     for r in records:
         kind = r[0]
         if kind == "d":
-            digests.setdefault((r[1], r[2]), {}).update(zip(r[3], r[4]))
+            tag = digests.setdefault((r[1], r[2]), {})
+            for k, c in zip(r[3], r[4]):
+                tag[key_name(k)] = (k, c)
         elif kind == "c":
             clocks.setdefault((r[1], r[2], r[3]), []).append(r[4])
         elif kind == "a":
