@@ -148,3 +148,29 @@ def test_recording_of_another_program_is_refused(sensor, tmp_path):
     r = run_program(sensor, "--replay", str(tape))
     assert r.returncode == 1
     assert f"{tape} is a recording of Other, not of Sensor" in r.stderr
+
+
+def test_digest_keys_tell_values_dtypes_and_shapes_apart():
+    import numpy as np
+
+    from reactors.port import Port
+
+    def digest(*values):
+        ports = []
+        for i, v in enumerate(values):
+            p = Port(f"main.p{i}")
+            p._v = v
+            ports.append(p)
+        keys, sums = replay.sums_of(ports, None)
+        return list(zip(keys, sums))
+
+    a = np.arange(6, dtype=np.float32)
+    assert digest(a) == digest(a.copy())
+    assert digest(a) != digest(a.reshape(2, 3))  # same bytes, another shape
+    assert digest(a) != digest(a.view(np.int32))  # same bytes, another dtype
+    assert digest((0.0, True)) != digest((-0.0, True)) != digest((0.0, 1))
+    assert digest({"k": [1, 2]}) == digest({"k": [1, 2]}) != digest({"k": [2, 1]})
+    objects = np.array([(1, 2), "x"], dtype=object)
+    assert digest(objects) == digest(np.array([(1, 2), "x"], dtype=object))  # by value
+    assert digest(objects) != digest(np.array([(1, 2), "y"], dtype=object))
+    assert replay.crc(np.float64(2.5)) == replay.crc(np.float64(2.5)) != replay.crc(2.5)
