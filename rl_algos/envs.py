@@ -216,7 +216,9 @@ class EnvGroup:
             low, high = self._bounds
             actions = np.clip(np.reshape(actions, (self.k, *low.shape)), low, high)
         k = self.k
-        obs = np.empty_like(self._obs)
+        # The dtype by its name: after a resume, self._obs is unpickled and its dtype a copy of
+        # numpy's, which would pickle (and digest) differently from the uninterrupted run's.
+        obs = np.empty(self._obs.shape, np.dtype(self._obs.dtype.str))
         rew = np.zeros(k, np.float32)
         term, trunc = np.zeros(k, bool), np.zeros(k, bool)
         final, episodes = None, []
