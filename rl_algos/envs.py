@@ -187,8 +187,8 @@ class EnvGroup:
         self.seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=k)]
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
-        box = isinstance(self.action_space, gym.spaces.Box)
-        self._bounds = (self.action_space.low, self.action_space.high) if box else None
+        space = self.action_space
+        self._bounds = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
         self.k = k
         self.steps = 0
         self._ret = np.zeros(k, np.float64)

@@ -19,7 +19,7 @@ own.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -253,7 +253,8 @@ class QNetwork(nn.Module):
         return self.net(obs)
 
 
-KINDS = {
+#: Network kind (as in :class:`Weights`) -> its class, built with ``(**spec, generator=g)``.
+KINDS: dict[str, Callable[..., nn.Module]] = {
     "actor_critic": ActorCritic,
     "gaussian_actor_critic": GaussianActorCritic,
     "q": QNetwork,

@@ -171,6 +171,7 @@ class PPOLearner:
         net = actor_critic(obs_space.shape, action_space, cfg.hidden, cfg.activation, g)
         self.net = net.to(self.device)
         self.continuous = isinstance(net, GaussianActorCritic)
+        self.action_dim = int(np.prod(action_space.shape or ()))  # 1 for a Discrete space
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )  # one kernel per step
@@ -244,8 +245,9 @@ class PPOLearner:
 
     def _allocate(self, obs: np.ndarray) -> None:
         t, e = self.cfg.num_steps, obs.shape[0]
+        actions: np.ndarray
         if self.continuous:
-            actions = np.zeros((t, e, self.net.spec["action_dim"]), np.float32)
+            actions = np.zeros((t, e, self.action_dim), np.float32)
         else:
             actions = np.zeros((t, e), np.int64)
         self.buf = {
@@ -318,7 +320,7 @@ class PPOLearner:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(actions) (B,) and the mean entropy (a scalar) from the policy head's
         output: the Gaussian's mean, or the logits."""
-        if self.continuous:
+        if isinstance(self.net, GaussianActorCritic):
             logp, entropy = gaussian_logp_entropy(out, self.net.log_std, actions)
             return logp, entropy.mean()
         logp_all = torch.log_softmax(out, dim=-1)
