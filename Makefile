@@ -37,6 +37,10 @@ run: build
 run-dqn: build
 	./bin/CartPoleDQN
 
+.PHONY: run-pendulum
+run-pendulum: build
+	./bin/PendulumPPO
+
 test: install lint
 	$(PY) -m pytest -q -n auto tests
 

@@ -5,7 +5,11 @@ so a bank of such reactors spreads N*K environments over workers. The group rese
 environment as soon as its episode ends (terminated or truncated) and reports the finished
 episode; the first reset of each environment is seeded from the owning reactor's generator,
 later resets continue the environment's own seeded generator, so the streams depend only on
-the program seed and the reactor's name.
+the program seed and the reactor's name. Actions for a Box space are clipped to its bounds
+when sent to the environment (a Gaussian policy samples outside them).
+
+An environment is built by ``gymnasium.make(env_id, **make_kwargs)`` and then wrapped by the
+named classes of ``gymnasium.wrappers``, in the order given (:func:`wrap`).
 
 Atari games come through ale-py (an optional extra: ``pip install -e '.[atari]'``), imported
 only when an Atari environment is asked for, with the preprocessing of Mnih et al. (2015),
@@ -15,7 +19,7 @@ a frame skip of 4 with max-pooling over the last two frames, 84x84 grey frames, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,14 +70,73 @@ def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
-def make_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """A gymnasium environment for ``env_id``; Atari ids go to :func:`make_atari`.
+#: A wrapper as given to :func:`wrap`: a class name, or a (name, keyword arguments) pair.
+WrapperSpec = str | tuple[str, dict] | list
 
-    ``kwargs`` are passed to ``gymnasium.make``. Raises gymnasium's errors for unknown ids.
+
+def make_env(env_id: str, wrappers: Sequence[WrapperSpec] = (), **kwargs: Any) -> gym.Env:
+    """A gymnasium environment for ``env_id`` wrapped by ``wrappers`` (see :func:`wrap`);
+    Atari ids go to :func:`make_atari`.
+
+    ``kwargs`` are passed to ``gymnasium.make``. Raises gymnasium's errors for unknown ids,
+    ValueError for keyword arguments the environment does not take or a wrapper that is
+    not a class of ``gymnasium.wrappers``.
     """
     if is_atari(env_id):
-        return make_atari(env_id, **kwargs)
-    return gym.make(env_id, disable_env_checker=True, **kwargs)
+        return wrap(make_atari(env_id, **kwargs), wrappers)
+    try:
+        env = gym.make(env_id, disable_env_checker=True, **kwargs)
+    except TypeError as e:  # the environment's constructor refused a keyword
+        raise ValueError(f"gymnasium.make({env_id!r}, **{kwargs!r}): {e}") from e
+    return wrap(env, wrappers)
+
+
+def wrapper_names() -> list[str]:
+    """The classes of ``gymnasium.wrappers`` that wrap one environment, sorted."""
+    return sorted(n for n in dir(gym.wrappers) if _wrapper_class(n) is not None)
+
+
+def _wrapper_class(name: str) -> type | None:
+    cls = getattr(gym.wrappers, name, None) if name[:1].isupper() else None
+    return cls if isinstance(cls, type) and issubclass(cls, gym.Wrapper) else None
+
+
+def wrap(env: gym.Env, wrappers: Sequence[WrapperSpec]) -> gym.Env:
+    """``env`` wrapped by each of ``wrappers`` in turn (the first is innermost).
+
+    A wrapper is the name of a class of ``gymnasium.wrappers`` (``"ClipAction"``) or a pair
+    ``(name, kwargs)`` (``("TimeLimit", {"max_episode_steps": 100})``; a two-item list too).
+
+    Raises:
+        ValueError: an unknown name (the message lists the valid ones), a malformed entry, or
+            keyword arguments the wrapper does not take.
+    """
+    for spec in wrappers:
+        name, kwargs = _wrapper_spec(spec)
+        cls = _wrapper_class(name)
+        if cls is None:
+            raise ValueError(
+                f"unknown wrapper {name!r}: not a class of gymnasium.wrappers; "
+                f"valid: {', '.join(wrapper_names())}"
+            )
+        try:
+            env = cls(env, **kwargs)
+        except TypeError as e:
+            raise ValueError(f"wrapper {name}(**{kwargs!r}): {e}") from e
+    return env
+
+
+def _wrapper_spec(spec: WrapperSpec) -> tuple[str, dict]:
+    if isinstance(spec, str):
+        return spec, {}
+    if (
+        isinstance(spec, (tuple, list))
+        and len(spec) == 2
+        and isinstance(spec[0], str)
+        and isinstance(spec[1], dict)
+    ):
+        return spec[0], dict(spec[1])
+    raise ValueError(f"a wrapper is a name or a (name, kwargs) pair, not {spec!r}")
 
 
 def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: Any) -> gym.Env:
@@ -106,16 +169,26 @@ class EnvGroup:
     """K environments of one id stepped together, with automatic reset.
 
     ``rng`` is the owning reactor's generator: it draws one seed per environment for the
-    first reset (and for the action space). ``kwargs`` go to :func:`make_env`.
+    first reset (and for the action space). ``wrappers`` and ``kwargs`` go to
+    :func:`make_env`.
     """
 
-    def __init__(self, env_id: str, k: int, rng: np.random.Generator, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        k: int,
+        rng: np.random.Generator,
+        wrappers: Sequence[WrapperSpec] = (),
+        **kwargs: Any,
+    ) -> None:
         if k < 1:
             raise ValueError(f"EnvGroup needs k >= 1, got {k}")
-        self.envs = [make_env(env_id, **kwargs) for _ in range(k)]
+        self.envs = [make_env(env_id, wrappers, **kwargs) for _ in range(k)]
         self.seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=k)]
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
+        space = self.action_space
+        self._bounds = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
         self.k = k
         self.steps = 0
         self._ret = np.zeros(k, np.float64)
@@ -134,12 +207,18 @@ class EnvGroup:
 
     def step(self, actions: np.ndarray) -> EnvStep:
         """Take one step in each environment; ``actions`` has one entry per environment
-        ((K,) ints for a discrete space, (K, *shape) floats for a box). Finished episodes
-        are reset and reported. RuntimeError if called before :meth:`reset`."""
+        ((K,) ints for a discrete space, (K, *shape) floats for a box, clipped to its
+        bounds, or (K, prod(shape)) flattened). Finished episodes are reset and reported.
+        RuntimeError if called before :meth:`reset`."""
         if self._obs is None:
             raise RuntimeError("EnvGroup.step() before reset()")
+        if self._bounds is not None:
+            low, high = self._bounds
+            actions = np.clip(np.reshape(actions, (self.k, *low.shape)), low, high)
         k = self.k
-        obs = np.empty_like(self._obs)
+        # The dtype by its name: after a resume, self._obs is unpickled and its dtype a copy of
+        # numpy's, which would pickle (and digest) differently from the uninterrupted run's.
+        obs = np.empty(self._obs.shape, np.dtype(self._obs.dtype.str))
         rew = np.zeros(k, np.float32)
         term, trunc = np.zeros(k, bool), np.zeros(k, bool)
         final, episodes = None, []

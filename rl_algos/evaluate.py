@@ -5,7 +5,9 @@ and optionally record one episode as an MP4 or a GIF (imageio).
 The checkpoint (``model.pt``, written by the PPO and DQN learner reactors) carries the
 algorithm, the network kind and spec, the state dict and the environment id; a run's
 ``config.json`` supplies the environment id of older checkpoints. Actions are greedy: the
-most probable action of a PPO policy, the largest Q value of a DQN network.
+most probable action of a PPO policy (the mean of a Gaussian one, clipped to the action
+space), the largest Q value of a DQN network. A checkpoint with an observation scaling
+(``obs_norm``, :class:`rl_algos.normalize.ObsStats`) has it applied to every observation.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import numpy as np
 import torch
 
 from .envs import make_env
-from .networks import Weights, load_weights
+from .networks import GaussianActorCritic, Weights, load_weights
+from .normalize import ObsStats
 from .record import read_record
 
 #: First episode seed of an evaluation: far from the seeds training draws (small integers).
@@ -103,9 +106,9 @@ def _checkpoints(run_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(run_dir, "*.model.pt")))
 
 
-def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None]:
-    """The network of a checkpoint (eval mode, CPU) and its environment id (None when the
-    checkpoint predates recording it).
+def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None, ObsStats | None]:
+    """The network of a checkpoint (eval mode, CPU), its environment id (None when the
+    checkpoint predates recording it) and its observation scaling (None when none).
 
     Raises:
         KeyError: a checkpoint without ``kind``, ``spec`` or ``state_dict``.
@@ -113,17 +116,21 @@ def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None]:
     ckpt = torch.load(model_path, map_location="cpu", weights_only=True)
     state = {k: v.numpy() for k, v in ckpt["state_dict"].items()}
     net = load_weights(Weights(ckpt["kind"], dict(ckpt["spec"]), state))
-    return net.eval(), ckpt.get("env_id") or None
+    norm = ObsStats.from_dict(ckpt["obs_norm"]) if "obs_norm" in ckpt else None
+    return net.eval(), ckpt.get("env_id") or None, norm
 
 
-def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int:
-    """The greedy action of ``net`` (an ActorCritic or a QNetwork) for one observation."""
+def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int | np.ndarray:
+    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic or QNetwork) for one
+    observation: an int, or the Gaussian's mean ((action_dim,) float32, not clipped)."""
     x = torch.as_tensor(obs[None])
     if x.dtype != torch.uint8:
         x = x.float()
     with torch.no_grad():
         out = net(x)
-    scores = out[0] if isinstance(out, tuple) else out  # (logits, value) or Q values
+    scores = out[0] if isinstance(out, tuple) else out  # (logits or mean, value) or Q values
+    if isinstance(net, GaussianActorCritic):
+        return scores[0].numpy()
     return int(scores.argmax(-1)[0])
 
 
@@ -135,8 +142,10 @@ def evaluate(
     env_id: str | None = None,
 ) -> Evaluation:
     """Play ``episodes`` greedy episodes with the checkpoint of ``run_dir`` (see
-    :func:`find_model`); ``video``: an MP4 or GIF path for the first episode; ``env_id`` overrides
-    the recorded environment. Writes ``eval.json`` beside the checkpoint.
+    :func:`find_model`); ``video``: an MP4 or GIF path for the first episode; ``env_id``
+    overrides the recorded environment; otherwise the run's ``make_kwargs`` parameter
+    (config.json), if any, goes to ``gymnasium.make``. Writes ``eval.json`` beside the
+    checkpoint.
 
     Raises:
         FileNotFoundError, ValueError: see :func:`find_model`; ValueError also when no
@@ -145,14 +154,16 @@ def evaluate(
     if episodes < 1:
         raise ValueError(f"--episodes must be at least 1, not {episodes}")
     model = find_model(run_dir)
-    net, recorded = load_policy(model)
-    env_id = env_id or recorded or read_record(os.path.dirname(model)).get("env_id")
+    net, recorded, norm = load_policy(model)
+    record = read_record(os.path.dirname(model))
+    make_kwargs = {} if env_id else record.get("parameters", {}).get("make_kwargs") or {}
+    env_id = env_id or recorded or record.get("env_id")
     if not env_id:
         raise ValueError(f"{model} records no environment id; give one with --env")
     returns, lengths = [], []
     for i in range(episodes):
         frames: list[np.ndarray] | None = [] if (video and i == 0) else None
-        ret, length = play(net, env_id, seed + i, frames)
+        ret, length = play(net, env_id, seed + i, frames, norm, make_kwargs)
         returns.append(ret)
         lengths.append(length)
         if frames is not None and video:
@@ -164,27 +175,48 @@ def evaluate(
 
 
 def play(
-    net: torch.nn.Module, env_id: str, seed: int, frames: list[np.ndarray] | None = None
+    net: torch.nn.Module,
+    env_id: str,
+    seed: int,
+    frames: list[np.ndarray] | None = None,
+    norm: ObsStats | None = None,
+    make_kwargs: dict[str, Any] | None = None,
 ) -> tuple[float, int]:
     """One greedy episode of ``env_id`` reset with ``seed``; returns (return, length). When
-    ``frames`` is a list, the rendered RGB frames (H, W, 3) uint8 are appended to it."""
+    ``frames`` is a list, the rendered RGB frames (H, W, 3) uint8 are appended to it;
+    ``norm`` scales the observations the network sees; ``make_kwargs`` go to
+    ``gymnasium.make``."""
     if frames is not None:  # pygame draws off screen, with no display or sound device
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    env = make_env(env_id, render_mode="rgb_array") if frames is not None else make_env(env_id)
+    kwargs = dict(make_kwargs or {})
+    if frames is not None:
+        kwargs["render_mode"] = "rgb_array"
+    env = make_env(env_id, **kwargs)
     try:
         obs, _ = env.reset(seed=seed)
         total, length, done = 0.0, 0, False
         while not done:
             if frames is not None:
                 frames.append(np.asarray(env.render()))
-            obs, reward, terminated, truncated, _ = env.step(greedy_action(net, np.asarray(obs)))
+            seen = np.asarray(obs) if norm is None else norm.apply(np.asarray(obs))
+            obs, reward, terminated, truncated, _ = env.step(
+                _bounded(env, greedy_action(net, seen))
+            )
             total += float(reward)
             length += 1
             done = bool(terminated or truncated)
         return total, length
     finally:
         env.close()
+
+
+def _bounded(env: Any, action: int | np.ndarray) -> int | np.ndarray:
+    """``action`` clipped to the bounds of a Box action space (as in training)."""
+    space = env.action_space
+    if isinstance(action, np.ndarray):
+        return np.clip(action.reshape(space.shape), space.low, space.high)
+    return action
 
 
 def write_video(frames: list[np.ndarray], path: str, fps: int = 30) -> str:

@@ -1,11 +1,13 @@
-"""Torch networks: MLP, the Nature-DQN CNN, an actor-critic and a Q-network; and weights as
-numpy arrays, the form in which a learner broadcasts them to actor reactors over ports.
+"""Torch networks: MLP, the Nature-DQN CNN, actor-critics for discrete and for continuous
+actions, and a Q-network; and weights as numpy arrays, the form in which a learner broadcasts them to actor reactors over ports.
 
 Sources: the CNN is that of Mnih et al. (2015), "Human-level control through deep
 reinforcement learning", Nature 518 (3 conv layers 32x8x8/4, 64x4x4/2, 64x3x3/1, then 512
 units). Orthogonal initialisation with gain sqrt(2) for hidden layers, 0.01 for the policy
 head and 1 for the value head follows Andrychowicz et al. (2021), "What matters in on-policy
-RL? A large-scale empirical study", ICLR.
+RL? A large-scale empirical study", ICLR. The Gaussian policy for continuous actions (a mean
+from an MLP, a state-independent log standard deviation starting at 0) is the one of Schulman
+et al. (2017), "Proximal Policy Optimization Algorithms", section 6.1.
 
 Every random draw of a network's initialisation comes from the ``torch.Generator`` passed to
 its constructor, never from torch's process-wide generator: layers are created on the
@@ -17,10 +19,11 @@ own.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -150,6 +153,73 @@ class ActorCritic(nn.Module):
         return self.actor(x), self.critic(x).squeeze(-1)
 
 
+class GaussianActorCritic(nn.Module):
+    """Separate policy and value MLPs for a continuous (Box) action space (PPO).
+
+    ``forward(obs)`` takes (B, *obs_shape) float32 and returns ``(mean (B, action_dim),
+    value (B,))``, both float32; the policy is N(mean, exp(log_std)^2) per action dimension,
+    ``log_std`` a (1, action_dim) parameter that does not depend on the state (initially 0).
+    Initial weights are drawn from ``generator`` (keyword-only, required). Image observations
+    are not supported (ValueError).
+    """
+
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        action_dim: int,
+        hidden: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+        *,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        if len(obs_shape) == 3:
+            raise ValueError("GaussianActorCritic takes vector observations, not images")
+        self.spec = dict(
+            obs_shape=tuple(obs_shape),
+            action_dim=int(action_dim),
+            hidden=tuple(hidden),
+            activation=activation,
+        )
+        n_in = int(np.prod(obs_shape))
+        self.torso = nn.Flatten()
+        self.actor = mlp(n_in, action_dim, generator, hidden, activation, out_gain=0.01)
+        self.critic = mlp(n_in, 1, generator, hidden, activation, out_gain=1.0)
+        self.log_std = nn.Parameter(torch.zeros(1, action_dim))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.torso(obs)
+        return self.actor(x), self.critic(x).squeeze(-1)
+
+
+def actor_critic(
+    obs_shape: Sequence[int],
+    action_space: gym.Space,
+    hidden: Sequence[int],
+    activation: str,
+    generator: torch.Generator,
+) -> ActorCritic | GaussianActorCritic:
+    """The actor-critic for ``action_space``: :class:`ActorCritic` for a Discrete space,
+    :class:`GaussianActorCritic` for a Box (one output per element of its flattened shape).
+    Raises TypeError for any other space."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return ActorCritic(obs_shape, int(action_space.n), hidden, activation, generator=generator)
+    if isinstance(action_space, gym.spaces.Box):
+        dim = int(np.prod(action_space.shape))
+        return GaussianActorCritic(obs_shape, dim, hidden, activation, generator=generator)
+    raise TypeError(
+        f"no actor-critic for a {type(action_space).__name__} action space (Discrete or Box)"
+    )
+
+
+def kind_of(net: nn.Module) -> str:
+    """The :data:`KINDS` key of ``net``'s class (KeyError for a class not in it)."""
+    for kind, cls in KINDS.items():
+        if type(net) is cls:
+            return kind
+    raise KeyError(f"{type(net).__name__} is not a network kind ({', '.join(KINDS)})")
+
+
 class QNetwork(nn.Module):
     """Action values for a discrete action space (DQN): (B, *obs_shape) -> (B, n_actions)
     float32. MLP for vector observations, NatureCNN + 512-unit head for frames. Initial
@@ -183,7 +253,12 @@ class QNetwork(nn.Module):
         return self.net(obs)
 
 
-KINDS = {"actor_critic": ActorCritic, "q": QNetwork}
+#: Network kind (as in :class:`Weights`) -> its class, built with ``(**spec, generator=g)``.
+KINDS: dict[str, Callable[..., nn.Module]] = {
+    "actor_critic": ActorCritic,
+    "gaussian_actor_critic": GaussianActorCritic,
+    "q": QNetwork,
+}
 
 
 @dataclass(frozen=True)
@@ -204,7 +279,7 @@ class Weights:
 def export_weights(net: nn.Module, kind: str, version: int = 0) -> Weights:
     """Snapshot ``net`` (any device) as :class:`Weights` with numpy copies of its state."""
     state = {k: v.detach().to("cpu", copy=True).numpy() for k, v in net.state_dict().items()}
-    spec = cast(dict, net.spec)  # set by ActorCritic and QNetwork
+    spec = cast(dict, net.spec)  # set by every class of KINDS
     return Weights(kind, dict(spec), state, version)
 
 

@@ -1,4 +1,4 @@
-"""Proximal Policy Optimization with the clipped objective, for discrete actions.
+"""Proximal Policy Optimization with the clipped objective, for discrete and continuous actions.
 
 Source: Schulman, Wolski, Dhariwal, Radford, Klimov (2017), "Proximal Policy Optimization
 Algorithms", arXiv:1707.06347: the clipped surrogate L^CLIP (eq. 7) plus c1 * value loss minus
@@ -9,6 +9,12 @@ defaults of :class:`PPOConfig` are the paper's MuJoCo settings (Table 3); the At
 c2=0.01. Gradient-norm clipping (0.5), Adam eps 1e-5 and per-minibatch advantage
 normalisation are the OpenAI baselines choices the paper's results were produced with.
 
+Continuous (Box) action spaces get the paper's Gaussian policy (section 6.1): an MLP gives the
+mean, a state-independent parameter the log standard deviation
+(:class:`rl_algos.networks.GaussianActorCritic`); log-probabilities are those of the sampled,
+unclipped action (the environment group clips it to the space's bounds), summed over the
+action's dimensions.
+
 Split for reactors: :class:`PPOActor` samples actions for a batch of observations (in a
 policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates the network
 (in a learner reactor), returning new :class:`rl_algos.networks.Weights` to broadcast.
@@ -16,6 +22,7 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,7 +35,15 @@ from torch import nn
 from .device import batch_to_device, choose_device
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
-from .networks import ActorCritic, Weights, export_weights, load_weights
+from .networks import (
+    GaussianActorCritic,
+    Weights,
+    actor_critic,
+    export_weights,
+    kind_of,
+    load_weights,
+)
+from .normalize import ObsStats
 from .seeding import torch_generator
 
 
@@ -58,7 +73,8 @@ class PPOConfig:
 @dataclass
 class ActRecord:
     """What a policy reactor sends to its learner after acting on B observations:
-    ``actions`` (B,) int64, ``logp`` (B,) float32 log pi(a|s), ``values`` (B,) float32 V(s)."""
+    ``actions`` (B,) int64 (discrete) or (B, action_dim) float32 (continuous, unclipped),
+    ``logp`` (B,) float32 log pi(a|s), ``values`` (B,) float32 V(s)."""
 
     actions: np.ndarray
     logp: np.ndarray
@@ -72,6 +88,34 @@ def sample_categorical(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray
     cdf = np.cumsum(p, axis=1)
     u = rng.random(len(p))[:, None] * cdf[:, -1:]
     return np.minimum((u >= cdf).sum(axis=1), p.shape[1] - 1).astype(np.int64)
+
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def gaussian_logp_entropy(
+    mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-density of ``actions`` under N(mean, exp(log_std)^2) and the entropy of that
+    distribution, each summed over the last dimension (independent action dimensions).
+
+    ``mean``, ``actions``: (B, A) float32; ``log_std``: (1, A) or (B, A). Returns (B,) and (B,).
+    """
+    z = (actions - mean) * torch.exp(-log_std)
+    logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)
+    entropy = (0.5 + _LOG_SQRT_2PI + log_std).expand_as(mean).sum(-1)
+    return logp, entropy
+
+
+def sample_gaussian(
+    mean: torch.Tensor, log_std: torch.Tensor, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Actions drawn from N(mean, exp(log_std)^2) with ``rng`` (B * A standard normal draws)
+    and their log-probabilities: (B, A) float32 and (B,) float32."""
+    noise = torch.from_numpy(rng.standard_normal(tuple(mean.shape)).astype(np.float32))
+    actions = mean + torch.exp(log_std) * noise
+    logp, _ = gaussian_logp_entropy(mean, log_std, actions)
+    return actions.numpy(), logp.numpy()
 
 
 class PPOActor:
@@ -93,8 +137,11 @@ class PPOActor:
         if self.net is None:
             raise RuntimeError("PPOActor.act() before any weights were received")
         with torch.inference_mode():
-            logits, values = self.net(torch.as_tensor(obs))
-            logp_all = torch.log_softmax(logits, dim=-1).numpy()
+            out, values = self.net(torch.as_tensor(obs))
+            if isinstance(self.net, GaussianActorCritic):
+                actions, logp = sample_gaussian(out, self.net.log_std, self.rng)
+                return ActRecord(actions, logp, values.numpy().astype(np.float32))
+            logp_all = torch.log_softmax(out, dim=-1).numpy()
         actions = sample_categorical(logp_all, self.rng)
         logp = np.take_along_axis(logp_all, actions[:, None], axis=1)[:, 0]
         return ActRecord(actions, logp.astype(np.float32), values.numpy().astype(np.float32))
@@ -103,9 +150,11 @@ class PPOActor:
 class PPOLearner:
     """Learning side: the rollout storage, GAE and the clipped-objective update.
 
-    ``obs_space``/``action_space``: gymnasium spaces (Discrete actions; TypeError otherwise);
-    ``rng``: the learner reactor's generator (minibatch order); ``torch_seed``: int for the
-    network's initialisation. Call :meth:`observe` once per tag.
+    ``obs_space``/``action_space``: gymnasium spaces (Discrete or Box actions; TypeError
+    otherwise); ``rng``: the learner reactor's generator (minibatch order); ``torch_seed``: int
+    for the network's initialisation. Call :meth:`observe` once per tag. ``obs_stats``: the
+    observation scaling the rollout was normalised with (set by the owner), saved in the
+    checkpoint.
     """
 
     def __init__(
@@ -116,18 +165,13 @@ class PPOLearner:
         rng: np.random.Generator,
         torch_seed: int,
     ) -> None:
-        if not hasattr(action_space, "n"):
-            raise TypeError("PPOLearner supports Discrete action spaces only")
         self.cfg, self.rng = cfg, rng
         self.device = choose_device(cfg.device)
-        net = ActorCritic(
-            obs_space.shape,
-            int(action_space.n),
-            cfg.hidden,
-            cfg.activation,
-            generator=torch_generator(torch_seed),
-        )
+        g = torch_generator(torch_seed)
+        net = actor_critic(obs_space.shape, action_space, cfg.hidden, cfg.activation, g)
         self.net = net.to(self.device)
+        self.continuous = isinstance(net, GaussianActorCritic)
+        self.action_dim = int(np.prod(action_space.shape or ()))  # 1 for a Discrete space
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )  # one kernel per step
@@ -137,19 +181,23 @@ class PPOLearner:
         self.env_steps = 0
         self.updates = 0
         self.stats: dict[str, float] = {}
+        self.obs_stats: ObsStats | None = None
 
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
-        return export_weights(self.net, "actor_critic", self.updates)
+        return export_weights(self.net, kind_of(self.net), self.updates)
 
     def checkpoint(self) -> dict:
         """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the network (to rebuild
         it), its ``state_dict`` (CPU tensors), the ``config`` (a dict), ``env_steps`` and
-        ``updates``."""
+        ``updates``; and ``obs_norm`` (:meth:`rl_algos.normalize.ObsStats.to_dict`) when
+        observations were normalised."""
         state = {k: v.cpu() for k, v in self.net.state_dict().items()}
+        norm = {} if self.obs_stats is None else {"obs_norm": self.obs_stats.to_dict()}
         return {
+            **norm,
             "algo": "ppo",
-            "kind": "actor_critic",
+            "kind": kind_of(self.net),
             "spec": self.net.spec,
             "state_dict": state,
             "config": asdict(self.cfg),
@@ -197,9 +245,14 @@ class PPOLearner:
 
     def _allocate(self, obs: np.ndarray) -> None:
         t, e = self.cfg.num_steps, obs.shape[0]
+        actions: np.ndarray
+        if self.continuous:
+            actions = np.zeros((t, e, self.action_dim), np.float32)
+        else:
+            actions = np.zeros((t, e), np.int64)
         self.buf = {
             "obs": np.zeros((t, *obs.shape), obs.dtype),
-            "actions": np.zeros((t, e), np.int64),
+            "actions": actions,
             "logp": np.zeros((t, e), np.float32),
             "values": np.zeros((t, e), np.float32),
             "rewards": np.zeros((t, e), np.float32),
@@ -217,7 +270,7 @@ class PPOLearner:
         d = batch_to_device(
             {
                 "obs": b["obs"].reshape(n, *b["obs"].shape[2:]),
-                "actions": b["actions"].reshape(n),
+                "actions": b["actions"].reshape(n, *b["actions"].shape[2:]),
                 "logp": b["logp"].reshape(n),
                 "adv": adv.reshape(n),
                 "ret": ret.reshape(n),
@@ -241,10 +294,8 @@ class PPOLearner:
 
     def _minibatch(self, d: dict, idx: torch.Tensor):
         cfg = self.cfg
-        logits, value = self.net(d["obs"][idx])
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(1, d["actions"][idx, None]).squeeze(1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        out, value = self.net(d["obs"][idx])
+        logp, entropy = self._logp_entropy(out, d["actions"][idx])
         log_ratio = logp - d["logp"][idx]
         ratio = log_ratio.exp()
         adv = d["adv"][idx]
@@ -263,3 +314,15 @@ class PPOLearner:
             kl = ((ratio - 1) - log_ratio).mean()
             clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
         return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item(), clipfrac.item()])
+
+    def _logp_entropy(
+        self, out: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(actions) (B,) and the mean entropy (a scalar) from the policy head's
+        output: the Gaussian's mean, or the logits."""
+        if isinstance(self.net, GaussianActorCritic):
+            logp, entropy = gaussian_logp_entropy(out, self.net.log_std, actions)
+            return logp, entropy.mean()
+        logp_all = torch.log_softmax(out, dim=-1)
+        logp = logp_all.gather(1, actions[:, None]).squeeze(1)
+        return logp, -(logp_all.exp() * logp_all).sum(-1).mean()

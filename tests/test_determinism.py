@@ -36,6 +36,12 @@ SMALL = {
     # no port carries a run's directory: every port value is compared
     "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
     "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
+    "PendulumPPO.lf": (
+        ["envs_per_member=2", "num_steps=32", "target_return=-1e5"]
+        + ['make_kwargs={= {"max_episode_steps": 25} =}'],
+        ("torch", "gymnasium"),
+        None,
+    ),
 }
 #: RL programs of tests/rl_fixtures/ run several times on each backend (their races are rare)
 RL_FIXTURES = ROOT / "tests" / "rl_fixtures"
