@@ -34,6 +34,7 @@ BENCHMARKS = [
     "sync_qlearn",
     "multi_agent",
     "broadcast16",
+    "snapshots",
 ]
 
 

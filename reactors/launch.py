@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from .arguments import Argument, argument
 from .build import build
-from .checkpoint import attach, policy_of, usable
+from .checkpoint import attach, policy_of, usable, with_arguments
 from .clock import Clock
 from .context import CTX, new_run_id
 from .errors import (
@@ -62,7 +62,8 @@ usage: {prog} [options]
   --checkpoint-every-tags <n>             snapshot the program every n tags
   --checkpoint-dir <dir>                  where snapshots go (default: checkpoints)
   --checkpoint-keep <k>                   keep the last k snapshots (default: 3)
-  --resume <snapshot or dir>              continue from a snapshot (a dir: its newest)
+  --resume <snapshot or dir>              continue from a snapshot (a dir: its newest, also
+                                          in its checkpoints/, e.g. an RL run's directory)
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
@@ -368,6 +369,8 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     if problem:
         log.error(problem)
         return 1
+    if opts.resume:  # with the parameters of the run it continues
+        graph = with_arguments(graph, opts.resume)
     workers = opts.workers
     if workers == 0 and not target.single_threaded:
         workers = _auto_workers(module, graph, opts, log)
