@@ -12,8 +12,9 @@ preamble inside the main reactor) gives the policy: it returns a :class:`Policy`
 ``timeout`` is ignored) or None for none. It is called once the run has begun, after the first
 tag, in every worker (on the main reactor's shell where the worker does not run it), so it may
 read the main reactor's parameters, ``lf.time.start()`` and ``lf.run_id()`` (e.g. to name a
-directory inside the run's own folder) but must give every worker the same answer. A resumed
-run keeps taking the program's snapshots in the directory of the snapshot it resumed from.
+directory inside the run's own folder) but must give every worker the same answer. The
+manifest keeps that policy: a run resumed from such a snapshot follows it again, into the
+snapshot's own directory, without asking the method (which could name another folder).
 
 **Where.** ``<dir>/<program>.<tags:012d>.lfsnap`` (``tags``: how many tags had completed), the
 last K kept (``--checkpoint-keep``). A file is ``MAGIC``, one line of JSON (the manifest:
@@ -104,14 +105,15 @@ class Policy:
 
 @dataclasses.dataclass(frozen=True)
 class ProgramPolicy:
-    """The program's own policy, asked for once the run has begun (see the module's
+    """The program's own policy, resolved once the run has begun (see the module's
     docstring): ``ask`` is the main reactor's bound :data:`PROGRAM_POLICY` method;
-    ``timeout`` the run's (ns or None); ``directory``, in a resumed run, the directory of the
-    snapshot it continues from, which replaces the policy's own."""
+    ``timeout`` the run's (ns or None); ``kept``, in a resumed run whose snapshot was taken by
+    the program's policy, that policy (``every_ns``, ``every_tags``, ``keep``) and the
+    snapshot's directory, followed instead of asking the method again."""
 
     ask: Callable[[], Policy | None]
     timeout: int | None = None
-    directory: str | None = None
+    kept: tuple[dict[str, Any], str] | None = None
 
     def resolve(self) -> Policy | None:
         """The policy to follow (None: no snapshots), its directory made.
@@ -120,7 +122,11 @@ class ProgramPolicy:
             SnapshotError: the method returned something else than a Policy or None, or the
                 directory cannot be made.
         """
-        policy = self.ask()
+        if self.kept is not None:
+            saved, directory = self.kept
+            policy: Policy | None = Policy(**saved, directory=directory)
+        else:
+            policy = self.ask()
         if policy is None or (isinstance(policy, Policy) and not policy.active):
             return None
         if not isinstance(policy, Policy):
@@ -128,12 +134,13 @@ class ProgramPolicy:
                 f"the main reactor's {PROGRAM_POLICY}() returned {type(policy).__name__}, "
                 "not a reactors.checkpoint.Policy or None"
             )
-        directory = self.directory or policy.directory
         try:
-            os.makedirs(directory, exist_ok=True)
+            os.makedirs(policy.directory, exist_ok=True)
         except OSError as e:
-            raise SnapshotError(f"cannot make the checkpoint directory {directory}: {e}") from None
-        return dataclasses.replace(policy, directory=directory, timeout=self.timeout)
+            raise SnapshotError(
+                f"cannot make the checkpoint directory {policy.directory}: {e}"
+            ) from None
+        return dataclasses.replace(policy, timeout=self.timeout)
 
 
 def program_policy(
@@ -145,8 +152,15 @@ def program_policy(
     ask = getattr(main, PROGRAM_POLICY, None)
     if ask is None:
         return None
-    directory = None if resume is None else os.path.dirname(resume.path)
-    return ProgramPolicy(ask, timeout, directory)
+    kept = None
+    if resume is not None and resume.manifest.get("policy"):
+        kept = (resume.manifest["policy"], os.path.dirname(resume.path))
+    return ProgramPolicy(ask, timeout, kept)
+
+
+def _own(policy: Policy) -> dict[str, Any]:
+    """What a manifest keeps of the program's own policy (see :class:`ProgramPolicy`)."""
+    return {"every_ns": policy.every_ns, "every_tags": policy.every_tags, "keep": policy.keep}
 
 
 # --------------------------------------------------------------------------- the graph
@@ -351,6 +365,7 @@ class Checkpointer:
         self.skip = resumed is not None  # the resumed tag was counted by the run it continues
         self.checked = False
         self.off = False  # the program's own policy asks for no snapshots
+        self.own = isinstance(policy, ProgramPolicy)  # the manifest keeps the policy
         self.pending: dict[str, Any] | None = None  # worker 0: the manifest of parts to join
         self.warned: set[str] = set()
 
@@ -452,6 +467,7 @@ class Checkpointer:
             "stop": stop,
             "workers": self.workers,
             "arguments": self.arguments,
+            "policy": _own(self._policy()) if self.own else None,
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(),
             "reactors": self.reactors,

@@ -44,7 +44,7 @@ class ScalarLog:
     """
 
     def __init__(self, run_dir: str, csv_name: str, tensorboard: bool = True) -> None:
-        self.run_dir, self.csv_name = run_dir, csv_name
+        self.run_dir, self.csv_name = os.path.abspath(run_dir), csv_name
         self.csv = open(  # noqa: SIM115 - closed by close()
             os.path.join(run_dir, csv_name), "w", encoding="utf-8", newline="", buffering=1
         )

@@ -166,7 +166,7 @@ class EpisodeLog:
     """
 
     def __init__(self, csv_path: str, window: int = 20):
-        self.path = csv_path
+        self.path = os.path.abspath(csv_path)
         self.file = _line_file(csv_path, "w")
         self.file.write(CSV_HEADER)
         self.recent: deque[float] = deque(maxlen=window)
