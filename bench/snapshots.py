@@ -100,7 +100,7 @@ def child(module_path: str, args: list[str]) -> dict[str, Any]:
             policy = self._policy()
             written.append(checkpoint.snapshot_path(policy.directory, self.name, manifest["tags"]))
 
-    checkpoint.Checkpointer = Timed  # type: ignore[misc] - what attach() builds
+    checkpoint.Checkpointer = Timed  # type: ignore[misc]  # what attach() builds
     folder, file = os.path.split(os.path.abspath(module_path))
     sys.path.insert(0, folder)
     module = __import__(os.path.splitext(file)[0])

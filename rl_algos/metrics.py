@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 from .runlog import reopen, written
 
@@ -45,7 +45,7 @@ class ScalarLog:
 
     def __init__(self, run_dir: str, csv_name: str, tensorboard: bool = True) -> None:
         self.run_dir, self.csv_name = os.path.abspath(run_dir), csv_name
-        self.csv = open(  # noqa: SIM115 - closed by close()
+        self.csv: IO[str] = open(  # noqa: SIM115 - closed by close()
             os.path.join(run_dir, csv_name), "w", encoding="utf-8", newline="", buffering=1
         )
         self.csv.write(CSV_HEADER)

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from types import ModuleType
-from typing import Any, TextIO
+from typing import IO, Any
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
@@ -233,13 +233,13 @@ class EpisodeLog:
         return png_path
 
 
-def _line_file(path: str, mode: str) -> TextIO:
+def _line_file(path: str, mode: str) -> IO[str]:
     """``path`` opened for text, line-buffered: each line reaches the OS at once, so a killed
     run keeps it."""
     return open(path, mode, encoding="utf-8", newline="", buffering=1)  # noqa: SIM115
 
 
-def written(file: TextIO) -> int | None:
+def written(file: IO[str]) -> int | None:
     """How many bytes of ``file`` are written (flushed to the OS now); None once closed."""
     if file.closed:
         return None
@@ -247,7 +247,7 @@ def written(file: TextIO) -> int | None:
     return file.tell()
 
 
-def reopen(path: str, size: int | None) -> TextIO:
+def reopen(path: str, size: int | None) -> IO[str]:
     """``path`` cut back to ``size`` bytes and opened to append (line-buffered); a closed
     file (``size`` None) stays closed (a closed file object is returned)."""
     if size is None:
