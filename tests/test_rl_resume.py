@@ -6,22 +6,29 @@ A run killed with SIGKILL at a random point after its first checkpoint, then res
 the same returns.csv, byte for byte, as an uninterrupted run with the same seed; for PPO also
 losses.csv, for DQN with its replay buffer in the snapshot. The PPO run is killed on two
 worker processes and resumed on one. A run stopped by SIGTERM still writes model.pt and
-learning_curve.png. The kill points come from a seeded generator (printed on failure).
+learning_curve.png. The kill points come from a seeded generator (printed on failure). The
+logs and the salvage of a stopped run survive a pickle round trip as a resumed run needs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 import random
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import ROOT, build
 
 from reactors import checkpoint
+from rl_algos import salvage
+from rl_algos.metrics import ScalarLog
+from rl_algos.runlog import EpisodeLog
 
 LF_SRC = ROOT / "lf_src"
 #: Small runs (a few seconds each), a snapshot every update (PPO) or every 20 tags (DQN).
@@ -158,3 +165,41 @@ def test_sigterm_still_writes_the_model_and_the_learning_curve(tmp_path):
     run_dir = run_dir_in(cwd, "CartPolePPO")
     assert torch.load(run_dir / "model.pt")["env_steps"] > 0
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_logs_restored_cut_their_files_back_and_go_on(tmp_path):
+    log = EpisodeLog(str(tmp_path / "returns.csv"))
+    scalars = ScalarLog(str(tmp_path), "metrics.csv", tensorboard=False)
+    log.add(8, 12.0, 12, 0)
+    scalars.add("charts/SPS", 1.5, 8)
+    saved = pickle.dumps((log, scalars))
+    log.add(16, 20.0, 20, 1)  # written after the snapshot: gone on resume
+    scalars.add("charts/SPS", 2.5, 16)
+    log2, scalars2 = pickle.loads(saved)
+    log2.add(24, 30.0, 30, 1)
+    scalars2.add("charts/SPS", 3.5, 24)
+    log2.close()
+    scalars2.close()
+    assert (tmp_path / "returns.csv").read_text().splitlines()[1:] == [
+        "1,8,12,12,0",
+        "2,24,30,30,1",
+    ]
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[1:] == [
+        "8,charts/SPS,1.5",
+        "24,charts/SPS,3.5",
+    ]
+    assert log2.returns == [12.0, 30.0]
+
+
+def test_a_salvage_is_saved_with_its_function_and_registered_again(tmp_path):
+    path = tmp_path / "saved.txt"
+    kept = salvage.Salvage(functools.partial(path.write_text, "saved"), "text")
+    restored = pickle.loads(pickle.dumps(kept))
+    kept.cancel()
+    salvage.run_pending()
+    assert path.read_text() == "saved"
+    restored.cancel()
+    unsavable = salvage.Salvage(lambda: None)
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(unsavable)
+    unsavable.cancel()
