@@ -7,14 +7,7 @@ every N-th tag of the run (counted from the start tag, resumed runs included); w
 time since the start. What a snapshot holds is described in :mod:`reactors.snapshot`.
 
 **The program's own policy.** When the command line asks for no checkpoints, a main reactor
-that defines the method ``lf_checkpoint_policy(self)`` (:data:`PROGRAM_POLICY`, e.g. in a
-preamble inside the main reactor) gives the policy: it returns a :class:`Policy` (its
-``timeout`` is ignored) or None for none. It is called once the run has begun, after the first
-tag, in every worker (on the main reactor's shell where the worker does not run it), so it may
-read the main reactor's parameters, ``lf.time.start()`` and ``lf.run_id()`` (e.g. to name a
-directory inside the run's own folder) but must give every worker the same answer. The
-manifest keeps that policy: a run resumed from such a snapshot follows it again, into the
-snapshot's own directory, without asking the method (which could name another folder).
+may give the policy itself (``lf_checkpoint_policy``, see :mod:`reactors.checkpoint_policy`).
 
 **Where.** ``<dir>/<program>.<tags:012d>.lfsnap`` (``tags``: how many tags had completed), the
 last K kept (``--checkpoint-keep``). A file is ``MAGIC``, one line of JSON (the manifest:
@@ -52,10 +45,17 @@ import os
 import pickle
 import platform
 import sys
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .arguments import Argument
+from .checkpoint_policy import (
+    Policy,
+    ProgramPolicy,
+    kept_policy,
+    policy_of,
+    program_policy,
+)
 from .jsonform import encode
 from .program import Program
 from .snapshot import (
@@ -75,92 +75,12 @@ if TYPE_CHECKING:
     from .port import Port
     from .scheduler import Scheduler
 
-#: The main reactor's method that gives the program's own checkpoint policy.
-PROGRAM_POLICY = "lf_checkpoint_policy"
 #: The folder of a directory (an RL run's) where ``--resume DIR`` also looks for snapshots.
 CHECKPOINTS = "checkpoints"
 MAGIC = b"LFSNAPSHOT 1\n"
 SUFFIX = ".lfsnap"
 FORMAT = 1
 _VERSIONED = ("numpy", "torch", "gymnasium", "ale_py")
-
-
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    """When and where to checkpoint: ``every_ns`` (logical time, ns) or ``every_tags``
-    (both None: never), into ``directory``, keeping the last ``keep`` snapshots.
-    ``timeout``: the run's timeout (ns or None), to tell a stop request from it."""
-
-    every_ns: int | None = None
-    every_tags: int | None = None
-    directory: str = "checkpoints"
-    keep: int = 3
-    timeout: int | None = None
-
-    @property
-    def active(self) -> bool:
-        """Whether snapshots are taken at all."""
-        return bool(self.every_ns or self.every_tags)
-
-
-@dataclasses.dataclass(frozen=True)
-class ProgramPolicy:
-    """The program's own policy, resolved once the run has begun (see the module's
-    docstring): ``ask`` is the main reactor's bound :data:`PROGRAM_POLICY` method;
-    ``timeout`` the run's (ns or None); ``kept``, in a resumed run whose snapshot was taken by
-    the program's policy, that policy (``every_ns``, ``every_tags``, ``keep``) and the
-    snapshot's directory, followed instead of asking the method again."""
-
-    ask: Callable[[], Policy | None]
-    timeout: int | None = None
-    kept: tuple[dict[str, Any], str] | None = None
-
-    def resolve(self) -> Policy | None:
-        """The policy to follow (None: no snapshots), its directory made.
-
-        Raises:
-            SnapshotError: the method returned something else than a Policy or None, or the
-                directory cannot be made.
-        """
-        if self.kept is not None:
-            saved, directory = self.kept
-            policy: Policy | None = Policy(**saved, directory=directory)
-        else:
-            policy = self.ask()
-        if policy is None or (isinstance(policy, Policy) and not policy.active):
-            return None
-        if not isinstance(policy, Policy):
-            raise SnapshotError(
-                f"the main reactor's {PROGRAM_POLICY}() returned {type(policy).__name__}, "
-                "not a reactors.checkpoint.Policy or None"
-            )
-        try:
-            os.makedirs(policy.directory, exist_ok=True)
-        except OSError as e:
-            raise SnapshotError(
-                f"cannot make the checkpoint directory {policy.directory}: {e}"
-            ) from None
-        return dataclasses.replace(policy, timeout=self.timeout)
-
-
-def program_policy(
-    program: Assembly, timeout: int | None, resume: Resume | None
-) -> ProgramPolicy | None:
-    """The program's own policy if its main reactor defines :data:`PROGRAM_POLICY` (None if
-    not); ``resume``: the snapshot the run continues from, if any."""
-    main = next((i.obj for i in program.instances if i.parent is None), None)
-    ask = getattr(main, PROGRAM_POLICY, None)
-    if ask is None:
-        return None
-    kept = None
-    if resume is not None and resume.manifest.get("policy"):
-        kept = (resume.manifest["policy"], os.path.dirname(resume.path))
-    return ProgramPolicy(ask, timeout, kept)
-
-
-def _own(policy: Policy) -> dict[str, Any]:
-    """What a manifest keeps of the program's own policy (see :class:`ProgramPolicy`)."""
-    return {"every_ns": policy.every_ns, "every_tags": policy.every_tags, "keep": policy.keep}
 
 
 # --------------------------------------------------------------------------- the graph
@@ -467,7 +387,7 @@ class Checkpointer:
             "stop": stop,
             "workers": self.workers,
             "arguments": self.arguments,
-            "policy": _own(self._policy()) if self.own else None,
+            "policy": kept_policy(self._policy()) if self.own else None,
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(),
             "reactors": self.reactors,
@@ -542,17 +462,6 @@ def with_arguments(graph: Program, path: str) -> Program:
     return dataclasses.replace(graph, arguments=saved + graph.arguments) if saved else graph
 
 
-def policy_of(opts: Any) -> Policy:
-    """The checkpoint policy of the launcher's options ``opts``."""
-    return Policy(
-        every_ns=opts.checkpoint_every,
-        every_tags=opts.checkpoint_every_tags,
-        directory=opts.checkpoint_dir,
-        keep=opts.checkpoint_keep,
-        timeout=opts.timeout,
-    )
-
-
 def attach(
     sched: Scheduler,
     graph: Program,
@@ -572,7 +481,8 @@ def attach(
     """
     resume = Resume(opts.resume, graph, owned) if opts.resume else None
     given = policy_of(opts)
-    policy = given if given.active else program_policy(sched.program, opts.timeout, resume)
+    resumed = None if resume is None else (resume.manifest, resume.path)
+    policy = given if given.active else program_policy(sched.program, opts.timeout, resumed)
     if policy is not None:
         sched.checkpoint = Checkpointer(
             policy,
