@@ -35,6 +35,7 @@ BENCHMARKS = [
     "sync_qlearn",
     "multi_agent",
     "broadcast16",
+    "snapshots",
 ]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,20 @@ class Argument:
 
     name: str
     text: str
+
+
+def to_pairs(arguments: Iterable[Argument]) -> list[list[str]]:
+    """``[[name, text], ...]``: how a snapshot's or a recording's manifest keeps the
+    arguments of a run."""
+    return [[a.name, a.text] for a in arguments]
+
+
+def beneath(kept: Iterable[Sequence[str]], given: tuple[Argument, ...]) -> tuple[Argument, ...]:
+    """The arguments of an earlier run (``kept``, pairs from :func:`to_pairs`) with those
+    ``given`` now on top: a run that continues or replays another takes its parameters unless
+    told otherwise."""
+    names = {a.name for a in given}
+    return tuple(Argument(n, t) for n, t in kept if n not in names) + given
 
 
 @dataclass(frozen=True)

@@ -6,23 +6,29 @@ every N-th tag of the run (counted from the start tag, resumed runs included); w
 ``--checkpoint-every N UNIT``, after the first tag at or past each multiple of that logical
 time since the start. What a snapshot holds is described in :mod:`reactors.snapshot`.
 
+**The program's own policy.** When the command line asks for no checkpoints, a main reactor
+may give the policy itself (``lf_checkpoint_policy``, see :mod:`reactors.checkpoint_policy`).
+
 **Where.** ``<dir>/<program>.<tags:012d>.lfsnap`` (``tags``: how many tags had completed), the
 last K kept (``--checkpoint-keep``). A file is ``MAGIC``, one line of JSON (the manifest:
-program, graph hash and the hash of each reactor, tag, tag count, stop tag, versions), then the
-parts, each an 8-byte big-endian length and a pickle (one part per worker; a part keeps each
-reactor's state as its own pickle, so a worker unpickles only the reactors it runs). Files are
-written to a temporary name, fsynced and renamed. On several workers, each worker writes its
-part beside the directory at the same tag, before it reports the tag done; worker 0 joins the
-parts into one file once every worker reported.
+program, graph hash and the hash of each reactor, tag, tag count, stop tag, the main-reactor
+arguments of the command line, versions), then the parts, each an 8-byte big-endian length and
+a pickle (one part per worker; a part keeps each reactor's state as its own pickle, so a worker
+unpickles only the reactors it runs). Files are written to a temporary name, fsynced and
+renamed. On several workers, each worker writes its part beside the directory at the same tag,
+before it reports the tag done; worker 0 joins the parts into one file once every worker
+reported.
 
-**Resume.** ``--resume PATH`` (a snapshot, or a directory: its newest) builds the program as
-usual, checks that the snapshot is of this program and of the same graph (else refuses with
-what differs), then starts at the snapshot's tag, already run: no startup reaction runs, the
-state and pending events are restored, and the next tag follows by the usual rules. A fast run
-keeps the start time of the run it continues; a run that waits for physical time starts the
-snapshot's tag now (its start time moves by the time the program was down). Either way times
-relative to the start are those of the run the snapshot came from, and so are the digests.
-A snapshot is trusted like code (it is unpickled): load only your own.
+**Resume.** ``--resume PATH`` (a snapshot; a directory: its newest; a directory without
+snapshots but with a ``checkpoints`` folder, such as an RL run directory: the newest there)
+builds the program as usual, checks that the snapshot is of this program and of the same graph
+(else refuses with what differs), takes the main-reactor arguments of the run it continues
+(those given again on the command line win), then starts at the snapshot's tag, already run: no
+startup reaction runs, the state and pending events are restored, and the next tag follows by
+the usual rules. A fast run keeps the start time of the run it continues; a run that waits for
+physical time starts the snapshot's tag now (its start time moves by the time the program was
+down). Either way times relative to the start are those of the run the snapshot came from, and
+so are the digests. A snapshot is trusted like code (it is unpickled): load only your own.
 
 Not in a snapshot: module-level variables (a file-level preamble's globals), events of physical
 actions posted by other threads but not yet taken in, and what a reactor keeps outside its
@@ -42,6 +48,14 @@ import sys
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
+from .arguments import beneath, to_pairs
+from .checkpoint_policy import (
+    Policy,
+    ProgramPolicy,
+    kept_policy,
+    policy_of,
+    program_policy,
+)
 from .jsonform import encode
 from .program import Program
 from .snapshot import (
@@ -61,28 +75,12 @@ if TYPE_CHECKING:
     from .port import Port
     from .scheduler import Scheduler
 
+#: The folder of a directory (an RL run's) where ``--resume DIR`` also looks for snapshots.
+CHECKPOINTS = "checkpoints"
 MAGIC = b"LFSNAPSHOT 1\n"
 SUFFIX = ".lfsnap"
 FORMAT = 1
 _VERSIONED = ("numpy", "torch", "gymnasium", "ale_py")
-
-
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    """When and where to checkpoint: ``every_ns`` (logical time, ns) or ``every_tags``
-    (both None: never), into ``directory``, keeping the last ``keep`` snapshots.
-    ``timeout``: the run's timeout (ns or None), to tell a stop request from it."""
-
-    every_ns: int | None = None
-    every_tags: int | None = None
-    directory: str = "checkpoints"
-    keep: int = 3
-    timeout: int | None = None
-
-    @property
-    def active(self) -> bool:
-        """Whether snapshots are taken at all."""
-        return bool(self.every_ns or self.every_tags)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -207,13 +205,17 @@ def read_file(path: str, parts: bool = True) -> tuple[dict[str, Any], list[bytes
 
 
 def newest(path: str) -> str:
-    """The snapshot file ``path``, or the newest snapshot (most tags) in directory ``path``.
+    """The snapshot file ``path``, or the newest snapshot (most tags) in directory ``path``
+    (or in its :data:`CHECKPOINTS` folder when ``path`` itself holds none).
 
     Raises:
         SnapshotError: no such file, or a directory without snapshots.
     """
     if os.path.isdir(path):
         files = sorted(n for n in os.listdir(path) if n.endswith(SUFFIX))
+        inner = os.path.join(path, CHECKPOINTS)
+        if not files and os.path.isdir(inner):
+            return newest(inner)
         if not files:
             raise SnapshotError(f"no snapshot (*{SUFFIX}) in {path}")
         return os.path.join(path, max(files, key=_tags_of))
@@ -258,7 +260,7 @@ class Checkpointer:
 
     def __init__(
         self,
-        policy: Policy,
+        policy: Policy | ProgramPolicy,
         graph: Program,
         program: Assembly,
         owned: Collection[int] | None,
@@ -274,13 +276,16 @@ class Checkpointer:
         self.instances = owned_instances(program, owned)
         self.ports = list(ports)
         self.me, self.workers, self.run_id = me, workers, run_id
+        self.arguments = to_pairs(graph.arguments)
         self.reactors = fingerprint(graph) if me == 0 else {}
         self.graph = graph_hash(graph, self.reactors) if me == 0 else ""
         self.tags = resumed["tags"] if resumed else 0
-        every = policy.every_ns
-        self.mark = resumed["elapsed"] // every if resumed and every else 0
+        self.resumed_at = resumed["elapsed"] if resumed else 0  # ns since the start
+        self.mark = 0
         self.skip = resumed is not None  # the resumed tag was counted by the run it continues
         self.checked = False
+        self.off = False  # the program's own policy asks for no snapshots
+        self.own = isinstance(policy, ProgramPolicy)  # the manifest keeps the policy
         self.pending: dict[str, Any] | None = None  # worker 0: the manifest of parts to join
         self.warned: set[str] = set()
 
@@ -289,11 +294,13 @@ class Checkpointer:
         then snapshot if due.
 
         Raises:
-            SnapshotError: a state variable cannot be pickled (at the first tag).
+            SnapshotError: a state variable cannot be pickled, or the program's own policy
+                cannot be followed (at the first tag).
         """
         if not self.checked:
-            check_savable(self.instances)
-            self.checked = True
+            self._begin()
+        if self.off:
+            return
         if self.skip:
             self.skip = False
             return
@@ -312,6 +319,20 @@ class Checkpointer:
         if self.me == 0:
             self.pending = manifest
 
+    def _begin(self) -> None:
+        """At the first tag: ask the program for its policy if it gives its own, then check
+        that every state can be saved."""
+        self.checked = True
+        if isinstance(self.policy, ProgramPolicy):
+            policy = self.policy.resolve()
+            if policy is None:
+                self.off = True
+                return
+            self.policy = policy
+        every = self._policy().every_ns
+        self.mark = self.resumed_at // every if every else 0
+        check_savable(self.instances)
+
     def combine(self) -> None:
         """Worker 0, once every worker reported the tag done: join the parts of the pending
         snapshot into its file (nothing if none is pending)."""
@@ -329,7 +350,7 @@ class Checkpointer:
             os.unlink(p)
 
     def _due(self, engine: TagEngine) -> bool:
-        policy = self.policy
+        policy = self._policy()
         if policy.every_tags and self.tags % policy.every_tags == 0:
             return True
         if policy.every_ns:
@@ -341,14 +362,18 @@ class Checkpointer:
 
     def _part_path(self, tags: int, worker: int) -> str:
         name = f".{self.name}.{self.run_id}.{tags:012d}.w{worker}.part"
-        return os.path.join(self.policy.directory, name)
+        return os.path.join(self._policy().directory, name)
+
+    def _policy(self) -> Policy:
+        assert isinstance(self.policy, Policy)  # resolved by _begin
+        return self.policy
 
     def _manifest(self, engine: TagEngine) -> dict[str, Any]:
         start = engine.start_time
         stop = None
         if engine.stop_time < FOREVER:
             rel = engine.stop_time - start
-            timeout = self.policy.timeout
+            timeout = self._policy().timeout
             if timeout is None or (rel, engine.stop_micro) < (timeout, 0):
                 stop = [rel, engine.stop_micro]  # lowered by a stop request
         return {
@@ -361,15 +386,17 @@ class Checkpointer:
             "tags": self.tags,
             "stop": stop,
             "workers": self.workers,
+            "arguments": self.arguments,
+            "policy": kept_policy(self._policy()) if self.own else None,
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
             "versions": _versions(),
             "reactors": self.reactors,
         }
 
     def _write(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
-        directory = self.policy.directory
-        write_file(snapshot_path(directory, self.name, manifest["tags"]), manifest, blobs)
-        prune(directory, self.name, self.policy.keep)
+        policy = self._policy()
+        write_file(snapshot_path(policy.directory, self.name, manifest["tags"]), manifest, blobs)
+        prune(policy.directory, self.name, policy.keep)
 
 
 # --------------------------------------------------------------------------- resuming
@@ -425,15 +452,13 @@ class Resume:
         restore(sched, self.part, owned_instances(sched.program, self.owned))
 
 
-def policy_of(opts: Any) -> Policy:
-    """The checkpoint policy of the launcher's options ``opts``."""
-    return Policy(
-        every_ns=opts.checkpoint_every,
-        every_tags=opts.checkpoint_every_tags,
-        directory=opts.checkpoint_dir,
-        keep=opts.checkpoint_keep,
-        timeout=opts.timeout,
-    )
+def with_arguments(graph: Program, path: str) -> Program:
+    """``graph`` with the main-reactor arguments (``--NAME VALUE``) of the run that took the
+    snapshot file ``path``, but those ``graph`` has itself (this command line's): a resumed
+    run continues with the parameters of the run it continues unless told otherwise."""
+    manifest, _ = read_file(path, parts=False)
+    arguments = beneath(manifest.get("arguments", ()), graph.arguments)
+    return dataclasses.replace(graph, arguments=arguments)
 
 
 def attach(
@@ -447,14 +472,17 @@ def attach(
     workers: int = 1,
 ) -> Resume | None:
     """Give ``sched`` its :class:`Checkpointer` and :class:`Resume` as the options ask
-    (``opts.resume``: a path or None); returns the Resume (for the coordinator).
+    (``opts.resume``: a path or None), or, when they ask for no snapshots, as the program's
+    own policy does (:func:`program_policy`); returns the Resume (for the coordinator).
 
     Raises:
         SnapshotError: the snapshot to resume from cannot be used.
     """
     resume = Resume(opts.resume, graph, owned) if opts.resume else None
-    policy = policy_of(opts)
-    if policy.active:
+    given = policy_of(opts)
+    resumed = None if resume is None else (resume.manifest, resume.path)
+    policy = given if given.active else program_policy(sched.program, opts.timeout, resumed)
+    if policy is not None:
         sched.checkpoint = Checkpointer(
             policy,
             graph,

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
-from .arguments import Argument, argument
+from .arguments import Argument, argument, beneath
 from .build import build
-from .checkpoint import attach, policy_of, usable
+from .checkpoint import attach, policy_of, usable, with_arguments
 from .clock import Clock
 from .context import CTX, new_run_id
 from .errors import (
@@ -60,7 +60,8 @@ usage: {prog} [options]
   --checkpoint-every-tags <n>             snapshot the program every n tags
   --checkpoint-dir <dir>                  where snapshots go (default: checkpoints)
   --checkpoint-keep <k>                   keep the last k snapshots (default: 3)
-  --resume <snapshot or dir>              continue from a snapshot (a dir: its newest)
+  --resume <snapshot or dir>              continue from a snapshot (a dir: its newest, also
+                                          in its checkpoints/, e.g. an RL run's directory)
   --record <file>                         record the inputs from outside logical time
   --replay <file>                         re-run with a recording's inputs, check its digests
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
@@ -377,6 +378,8 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         return 1
     if opts.replay and opts.arguments:  # with the recorded run's parameters
         graph = dataclasses.replace(graph, arguments=opts.arguments)
+    if opts.resume:  # with the parameters of the run it continues
+        graph = with_arguments(graph, opts.resume)
     workers = opts.workers
     if workers == 0 and not target.single_threaded:
         workers = _auto_workers(module, graph, opts, log)
@@ -435,13 +438,7 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
             f"{graph.name} changed since {opts.replay} was recorded: "
             "the replay stops at the first tag whose results differ"
         )
-    given = {a.name for a in opts.arguments}
-    recorded_args = tuple(
-        Argument(name, text)
-        for name, text in rec.manifest.get("arguments", ())
-        if name not in given
-    )
-    opts.arguments = recorded_args + opts.arguments
+    opts.arguments = beneath(rec.manifest.get("arguments", ()), opts.arguments)
     opts.fast, opts.keepalive, opts.timeout = True, False, None
     opts.replay_bounds = (rec.start_time, rec.stop)
     return None

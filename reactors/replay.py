@@ -58,6 +58,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .action import Action, PhysicalAction
+from .arguments import to_pairs
 from .checkpoint import fingerprint, graph_hash
 from .clock import Clock
 from .context import CTX
@@ -494,7 +495,7 @@ def tape_for(
     if opts.record:
         path = opts.record if workers == 1 else f"{opts.record}.w{me}"
         head = manifest(graph, workers)
-        head["arguments"] = [[a.name, a.text] for a in opts.arguments]
+        head["arguments"] = to_pairs(opts.arguments)
         tape = Recorder(path, head, names)
     elif opts.replay:
         tape = Replayer(load(opts.replay), names, place_end=me == 0)

@@ -8,6 +8,10 @@ own ``losses.csv``). The step of a row is the number of environment steps taken 
 
 Logging is a side effect: nothing here is sent through a port, so a program's digests do not
 depend on it; ``charts/SPS`` reads the wall clock and differs from run to run.
+
+A :class:`ScalarLog` saved in a checkpoint remembers how far its files were written; restored
+in a resumed run it cuts them back there and goes on (the CSV file in place; TensorBoard
+events in a new event file beside the first, which TensorBoard reads as one run).
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
+
+from .runlog import reopen, written
 
 #: PPO learner statistic (``PPOLearner.stats``) -> CleanRL tag.
 PPO_TAGS = {
@@ -38,11 +44,37 @@ class ScalarLog:
     """
 
     def __init__(self, run_dir: str, csv_name: str, tensorboard: bool = True) -> None:
-        self.csv = open(  # noqa: SIM115 - closed by close()
+        self.run_dir, self.csv_name = os.path.abspath(run_dir), csv_name
+        self.csv: IO[str] = open(  # noqa: SIM115 - closed by close()
             os.path.join(run_dir, csv_name), "w", encoding="utf-8", newline="", buffering=1
         )
         self.csv.write(CSV_HEADER)
         self.events: Any = _event_writer(run_dir, csv_name) if tensorboard else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Where the files are and how many bytes of each are written (flushed now)."""
+        events = None
+        if self.events is not None:
+            self.events.flush()
+            name = self.events._file_name  # noqa: SLF001 - the writer names its file itself
+            events = (name, os.path.getsize(name))
+        return {
+            "run_dir": self.run_dir,
+            "csv_name": self.csv_name,
+            "csv": written(self.csv),
+            "events": events,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Reopen the files cut back to the saved sizes; new events go to a new event file."""
+        self.run_dir, self.csv_name = state["run_dir"], state["csv_name"]
+        self.csv = reopen(os.path.join(self.run_dir, self.csv_name), state["csv"])
+        self.events = None
+        if state["events"] is not None:
+            name, size = state["events"]
+            with open(name, "ab") as f:
+                f.truncate(size)
+            self.events = _event_writer(self.run_dir, self.csv_name)
 
     def add(self, tag: str, value: float, step: int) -> None:
         """One scalar ``value`` of ``tag`` at ``step`` environment steps."""
@@ -77,14 +109,24 @@ class Throughput:
     def __init__(self, interval: float = 1.0) -> None:
         self.interval = interval
         self.t0 = self.last = time.monotonic()
+        self.base = 0  # steps taken before t0 (by the run a resumed run continues)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restored in a resumed run: the clock starts again now (its first ``due`` call
+        takes its step count as the base)."""
+        vars(self).update(state)
+        self.t0 = self.last = time.monotonic()
+        self.base = -1
 
     def due(self, steps: int) -> float | None:
         """Steps per second since the start when ``interval`` has passed, else None."""
+        if self.base < 0:
+            self.base = steps
         now = time.monotonic()
         if now - self.last < self.interval:
             return None
         self.last = now
-        return steps / max(1e-9, now - self.t0)
+        return (steps - self.base) / max(1e-9, now - self.t0)
 
 
 def _event_writer(run_dir: str, csv_name: str) -> Any:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from typing import Any
 
+from .runlog import atomic_save
 from .seeding import instance_path
 
 #: Reactor classes (``lf_src/lib``) whose instances save a model.
@@ -45,3 +47,11 @@ def model_file(full_name: str, learners: Sequence[str]) -> str:
 def model_path(run_dir: str, full_name: str, graph_json: str) -> str:
     """``run_dir/<model_file>`` for learner ``full_name`` of the program of ``graph_json``."""
     return os.path.join(run_dir, model_file(full_name, learner_names(graph_json)))
+
+
+def save_model(agent: Any, env_id: str, path: str) -> str:
+    """Save ``agent.checkpoint()`` (a learner of :mod:`rl_algos.ppo` or :mod:`rl_algos.dqn`)
+    with ``env_id`` into ``path`` atomically; returns ``path``. A module-level function, so
+    that a :class:`rl_algos.salvage.Salvage` of ``functools.partial(save_model, ...)`` can be
+    saved in a checkpoint."""
+    return atomic_save(dict(agent.checkpoint(), env_id=env_id), path)

@@ -5,13 +5,16 @@ It reads the wall clock, so it only ever writes to the terminal, never to a port
 file (the run's results stay deterministic). On a terminal it is a rich progress bar
 refreshed at most every ``interval`` seconds; otherwise (a log file, a test) a plain line is
 printed every ``plain_interval`` seconds.
+
+Saved in a checkpoint, a progress line keeps its title, budget and counts; restored in a
+resumed run, it draws again on stderr.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -30,9 +33,11 @@ class TrainingProgress:
     ) -> None:
         self.console = Console(file=stream or sys.stderr, soft_wrap=True)
         self.total, self.title = int(total), title
+        self.intervals = (interval, plain_interval)
         self.interval = interval if self.console.is_terminal else plain_interval
         self.t0 = self.last = time.monotonic()
         self.steps = self.episodes = 0
+        self.base = 0  # steps taken before t0 (by the run a resumed run continues)
         self.mean = float("nan")
         self.bar = None
         if self.console.is_terminal:
@@ -48,9 +53,24 @@ class TrainingProgress:
             self.task = self.bar.add_task(title, total=self.total, info="")
             self.bar.start()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Title, budget, intervals and counts (not the terminal)."""
+        return {
+            "title": self.title,
+            "total": self.total,
+            "intervals": self.intervals,
+            "counts": (self.steps, self.episodes, self.mean),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A new progress line on stderr with the saved counts."""
+        self.__init__(state["title"], state["total"], *state["intervals"])  # type: ignore[misc]
+        self.steps, self.episodes, self.mean = state["counts"]
+        self.base = self.steps
+
     def rate(self) -> float:
         """Environment steps per second of wall-clock time since the start."""
-        return self.steps / max(1e-9, time.monotonic() - self.t0)
+        return (self.steps - self.base) / max(1e-9, time.monotonic() - self.t0)
 
     def summary(self) -> str:
         """``episodes 123 | mean return 456.7 | 12,345 steps/s``."""

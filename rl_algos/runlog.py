@@ -8,6 +8,11 @@ runs never share one: the directory records the full run id in a ``.run_id`` fil
 directory already holding another run's id is an error. ``returns.csv`` holds only logical quantities (episode, environment steps, return,
 length, environment index): the same seed gives the same bytes. Wall-clock figures go to the
 terminal only.
+
+A run's checkpoints go to ``checkpoints/`` inside its run directory
+(:func:`checkpoint_directory`). An :class:`EpisodeLog` saved in a checkpoint remembers how
+many bytes of ``returns.csv`` it had written; restored in a resumed run, it cuts the file
+back to them and goes on appending, so the file ends as the uninterrupted run's would.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import threading
 import time
 from collections import deque
 from types import ModuleType
+from typing import IO, Any
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
@@ -28,6 +34,8 @@ CSV_HEADER = "episode,step,return,length,env\n"
 RUN_ID_FILE = ".run_id"
 #: How many characters of the run id the directory name carries.
 SHORT_ID = 8
+#: The folder of a run directory holding the run's checkpoints.
+CHECKPOINTS = "checkpoints"
 
 
 def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
@@ -49,6 +57,14 @@ def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") 
     owner = _owner(path)
     if owner != run_id:
         raise FileExistsError(f"run directory {path} belongs to run {owner!r}, not {run_id!r}")
+    return path
+
+
+def checkpoint_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
+    """``<run directory>/checkpoints`` (see :func:`run_directory`, same arguments and errors),
+    created if missing."""
+    path = os.path.join(run_directory(program, start_ns, run_id, root), CHECKPOINTS)
+    os.makedirs(path, exist_ok=True)
     return path
 
 
@@ -150,14 +166,25 @@ class EpisodeLog:
     """
 
     def __init__(self, csv_path: str, window: int = 20):
-        self.path = csv_path
-        # line-buffered: each finished episode reaches the OS at once, so a killed run keeps it
-        self.file = open(csv_path, "w", encoding="utf-8", newline="", buffering=1)
+        self.path = os.path.abspath(csv_path)
+        self.file = _line_file(csv_path, "w")
         self.file.write(CSV_HEADER)
         self.recent: deque[float] = deque(maxlen=window)
         self.window = window
         self.steps: list[int] = []
         self.returns: list[float] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the open file, and how many bytes of it were written."""
+        state = {k: v for k, v in vars(self).items() if k != "file"}
+        state["written"] = written(self.file)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Reopen the CSV file cut back to the bytes written when the state was saved."""
+        state = dict(state)
+        self.file = reopen(state["path"], state.pop("written"))
+        vars(self).update(state)
 
     def add(self, step: int, ret: float, length: int, env: int) -> None:
         """Record one episode that ended when the run had taken ``step`` environment steps."""
@@ -204,6 +231,40 @@ class EpisodeLog:
         fig.savefig(png_path)
         plt.close(fig)
         return png_path
+
+
+def _line_file(path: str, mode: str) -> IO[str]:
+    """``path`` opened for text, line-buffered: each line reaches the OS at once, so a killed
+    run keeps it."""
+    return open(path, mode, encoding="utf-8", newline="", buffering=1)  # noqa: SIM115
+
+
+def written(file: IO[str]) -> int | None:
+    """How many bytes of ``file`` are written (flushed to the OS now); None once closed."""
+    if file.closed:
+        return None
+    file.flush()
+    return file.tell()
+
+
+def reopen(path: str, size: int | None) -> IO[str]:
+    """``path`` cut back to ``size`` bytes and opened to append (line-buffered); a closed
+    file (``size`` None) stays closed (a closed file object is returned)."""
+    if size is None:
+        f = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        f.close()
+        return f
+    with open(path, "a", encoding="utf-8") as f:
+        f.truncate(size)
+    return _line_file(path, "a")
+
+
+def save_curve(log: EpisodeLog, png_path: str, title: str, target: float | None) -> str:
+    """Close ``log`` and draw its learning curve into ``png_path`` (see
+    :meth:`EpisodeLog.plot`); what a logger does at shutdown, or on a stop
+    (:class:`rl_algos.salvage.Salvage`)."""
+    log.close()
+    return log.plot(png_path, title, target)
 
 
 def pyplot() -> ModuleType:

@@ -8,6 +8,10 @@ a stop: the one-worker launcher returns its status, worker processes end with ``
 worker threads end before their process), unless the shutdown reaction cancelled it after
 writing the files itself. Functions run in the order they were registered; one that raises
 is reported on stderr and the others still run. The exit status of the run is unchanged.
+
+A Salvage can be saved in a checkpoint (pickled with its reactor's state) when its function
+can: a module-level function or a ``functools.partial`` of one, not a lambda. Restored in a
+resumed run, it is registered again in the new process.
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ class Salvage:
     first. ``what`` names the files in the message printed on stderr if ``save`` raises."""
 
     def __init__(self, save: Callable[[], object], what: str = "files") -> None:
+        self._register(save, what)
+
+    def _register(self, save: Callable[[], object], what: str) -> None:
         global _hooked
-        self.what = what
+        self.save, self.what, self.cancelled = save, what, False
         with _lock:
             self.key = next(_keys)
             _pending[self.key] = self._guarded(save)
@@ -38,8 +45,21 @@ class Salvage:
                 atexit.register(run_pending)
                 _hooked = True
 
+    def __getstate__(self) -> dict[str, object]:
+        """The function, ``what`` and whether it was cancelled (pickling fails if the
+        function cannot be pickled)."""
+        return {"save": self.save, "what": self.what, "cancelled": self.cancelled}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Register the function again unless it was cancelled (a resumed run, in its own
+        process)."""
+        self._register(state["save"], str(state["what"]))  # type: ignore[arg-type]
+        if state.get("cancelled"):
+            self.cancel()
+
     def cancel(self) -> None:
         """Forget the function (the shutdown reaction wrote the files itself); idempotent."""
+        self.cancelled = True
         with _lock:
             _pending.pop(self.key, None)
 
