@@ -32,6 +32,11 @@ PPO_TAGS = {
     "clipfrac": "losses/clipfrac",
 }
 
+#: DQN learner statistic (``DQNLearner.stats``) -> CleanRL tag, logged every
+#: :data:`DQN_LOG_EVERY` gradient steps (CleanRL's dqn.py: every 100 steps).
+DQN_TAGS = {"loss": "losses/td_loss", "q": "losses/q_values"}
+DQN_LOG_EVERY = 100
+
 CSV_HEADER = "step,tag,value\n"
 
 

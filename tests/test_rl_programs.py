@@ -70,6 +70,11 @@ def test_ppo_main_job_learns_and_is_deterministic(tmp_path):
 
 def test_dqn_learns_and_is_deterministic(tmp_path):
     check_twice(tmp_path, "CartPoleDQN", 100.0, max_steps=15000)
+    losses = (tmp_path / "run1").glob("runs/CartPoleDQN/*/losses.csv")
+    rows = [line.split(",") for line in next(losses).read_text().splitlines()[1:]]
+    assert {tag for _, tag, _ in rows} == {"losses/td_loss", "losses/q_values"}
+    steps = [int(step) for step, tag, _ in rows if tag == "losses/td_loss"]
+    assert steps == sorted(steps) and len(steps) >= 10  # every 100 gradient steps
 
 
 def test_budget_exhausted_is_a_failure(tmp_path):

@@ -38,7 +38,10 @@ DQN += ("--checkpoint_every", "80")  # 14 snapshots; learning from the 3rd on
 ONE, TWO = ("-w", "1"), ("-w", "2", "--backend", "processes")
 KILLS = random.Random(20261123)
 #: The files of a run that must end byte for byte as the uninterrupted run's.
-COMPARED = {"CartPolePPO": ("returns.csv", "losses.csv"), "CartPoleDQN": ("returns.csv",)}
+COMPARED = {
+    "CartPolePPO": ("returns.csv", "losses.csv"),
+    "CartPoleDQN": ("returns.csv", "losses.csv"),
+}
 
 
 def launcher_of(name: str, out: Path) -> Path:
