@@ -22,9 +22,11 @@ Two workloads:
 Both sides run as whole processes, timed from launch to exit: interpreter start, imports and
 environment creation included, so nothing is left out of either side. SB3 runs in a child
 process of this module (``python -m bench.sb3 cartpole|atari ...``, which prints one
-``RESULT {json}`` line) with torch's default thread count; ours runs one torch thread per
-worker (its determinism rule). ``--quick``: one seed with small caps, and a 2,048-step
-budget on Atari.
+``RESULT {json}`` line) with one torch thread, as ours has per worker (its determinism
+rule); one more Atari row gives SB3 torch's default thread count (one per core), which on a
+loaded machine can be much slower (CartPole took 8x longer here that way). ``--quick``: one
+seed with small caps and one SB3 row on CartPole, and a one-update Atari budget (1,024 steps)
+with one SB3 row: a few minutes.
 """
 
 from __future__ import annotations
@@ -94,17 +96,20 @@ ATARI_TARGET = 1.5
 
 @dataclass(frozen=True)
 class Caps:
-    """Limits of one run: ``steps`` environment steps (CartPole), ``seconds`` of wall time,
-    ``atari_steps`` the Atari budget, ``seeds`` the CartPole seeds."""
+    """Sizes of one invocation: the CartPole ``seeds`` and each run's cap, ``steps``
+    environment steps and ``seconds`` of wall time; the Atari budget ``atari_steps``;
+    ``every_peer``: False leaves out the second CartPole peer and all but the first Atari
+    peer."""
 
     steps: int
     seconds: float
     atari_steps: int
     seeds: tuple[int, ...]
+    every_peer: bool = True
 
 
 FULL = Caps(steps=300_000, seconds=300.0, atari_steps=20_480, seeds=SEEDS)
-QUICK = Caps(steps=100_000, seconds=60.0, atari_steps=2_048, seeds=SEEDS[:1])
+QUICK = Caps(steps=50_000, seconds=90.0, atari_steps=1_024, seeds=SEEDS[:1], every_peer=False)
 
 
 @dataclass(frozen=True)
@@ -193,12 +198,18 @@ def sb3_atari(steps: int, seed: int, subproc: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Child-process entry: ``python -m bench.sb3 cartpole SEED CAP zoo|ours`` or
-    ``python -m bench.sb3 atari STEPS SEED dummy|subproc``; prints ``RESULT {json}``."""
+    ``python -m bench.sb3 atari STEPS SEED dummy|subproc``, with ``--threads N`` torch
+    threads (0: torch's default); prints ``RESULT {json}``."""
     ap = argparse.ArgumentParser(prog="python -m bench.sb3")
     ap.add_argument("what", choices=["cartpole", "atari"])
     ap.add_argument("numbers", nargs=2, type=int)
     ap.add_argument("variant", choices=["zoo", "ours", "dummy", "subproc"])
+    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args(argv)
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
     if a.what == "cartpole":
         hparams = ZOO_CARTPOLE if a.variant == "zoo" else OURS_CARTPOLE
         result = sb3_cartpole(a.numbers[0], a.numbers[1], hparams)
@@ -229,7 +240,7 @@ class Process:
         raise RuntimeError(f"no RESULT line (exit {self.code}): {tail(self.stderr)}")
 
 
-def launch(cmd: list[str], cwd: Path, limit_s: float, env: dict | None = None) -> Process:
+def launch(cmd: list[str], cwd: Path, limit_s: float, env: dict) -> Process:
     """Run ``cmd`` in ``cwd`` in a session of its own; past ``limit_s`` seconds the whole
     session is killed and ``code`` is None."""
     t0 = time.perf_counter()
@@ -239,7 +250,7 @@ def launch(cmd: list[str], cwd: Path, limit_s: float, env: dict | None = None) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env or dict(os.environ, PYTHONUNBUFFERED="1"),
+        env=env,
         start_new_session=True,
     )
     try:
@@ -252,15 +263,20 @@ def launch(cmd: list[str], cwd: Path, limit_s: float, env: dict | None = None) -
     return Process(code, out, err, time.perf_counter() - t0)
 
 
-def our_env() -> dict:
-    """Our programs' environment: this checkout's packages, one BLAS thread."""
+def child_env(**more: str) -> dict:
+    """The environment of a child process: this checkout's packages first, and ``more``."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **more)
 
 
-def sb3_child(*args: str) -> list[str]:
+def our_env() -> dict:
+    """Our programs' environment (one BLAS thread, as ``bench.programs.run`` gives them)."""
+    return child_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def sb3_child(*args: str, threads: int = 1) -> list[str]:
     """The command line of an SB3 child process (``main`` above)."""
-    return [sys.executable, "-m", "bench.sb3", *args]
+    return [sys.executable, "-m", "bench.sb3", *args, "--threads", str(threads)]
 
 
 def tail(text: str, n: int = 3) -> str:
@@ -273,7 +289,7 @@ def steps_reported(stdout: str) -> int | None:
     M environment steps``), or None."""
     for line in reversed(stdout.splitlines()):
         if line.endswith(" environment steps"):
-            return int(line.rsplit(" ", 3)[-3].replace(",", ""))
+            return int(line.split()[-3].replace(",", ""))
     return None
 
 
@@ -281,7 +297,8 @@ def steps_reported(stdout: str) -> int | None:
 
 
 def ours_cartpole(launcher: Path, seed: int, caps: Caps, cwd: Path) -> Solve:
-    """One run of ``bin/CartPolePPO --seed S`` capped at ``caps``."""
+    """One run of ``bin/CartPolePPO --seed S`` capped at ``caps`` (exit 1: its step budget
+    ran out; killed: its time did)."""
     cmd = [str(launcher), "--seed", str(seed), "--max_steps", str(caps.steps)]
     p = launch(cmd, cwd, caps.seconds, our_env())
     if p.code not in (0, 1, None):
@@ -291,16 +308,20 @@ def ours_cartpole(launcher: Path, seed: int, caps: Caps, cwd: Path) -> Solve:
 
 def peer_cartpole(seed: int, caps: Caps, variant: str, cwd: Path) -> Solve:
     """One SB3 run (``variant``: "zoo" or "ours" hyperparameters) capped at ``caps``."""
-    p = launch(sb3_child("cartpole", str(seed), str(caps.steps), variant), cwd, caps.seconds)
+    cmd = sb3_child("cartpole", str(seed), str(caps.steps), variant)
+    p = launch(cmd, cwd, caps.seconds, child_env())
     if p.code is None:
         return Solve(p.seconds, False)
+    if p.code != 0:
+        raise RuntimeError(f"SB3 exited {p.code}: {tail(p.stderr)}")
     r = p.result()
     return Solve(p.seconds, bool(r["solved"]), int(r["steps"]))
 
 
-def median_time(runs: list[Solve]) -> tuple[float | None, str]:
-    """The median wall time over ``runs`` (a run not solved counts as infinitely long; None
-    when the median run was not solved) and a note: solved count, each run's time and steps."""
+def median_time(runs: list[Solve]) -> tuple[float, str]:
+    """The median wall time over ``runs`` (a run not solved counts as infinitely long) and a
+    note with the solved count and each run's time and steps. RuntimeError (a failed row,
+    the note in its message) when the median run was not solved."""
     times = [r.seconds if r.solved else float("inf") for r in runs]
     med = statistics.median(times)
     each = ", ".join(
@@ -309,63 +330,55 @@ def median_time(runs: list[Solve]) -> tuple[float | None, str]:
         for r in runs
     )
     note = f"{sum(r.solved for r in runs)}/{len(runs)} solved; runs: {each}"
-    return (med if med != float("inf") else None), note
+    if med == float("inf"):
+        raise RuntimeError(f"the median run did not solve CartPole within its cap; {note}")
+    return med, note
 
 
 def cartpole_rows(caps: Caps, work: Path) -> list[Row]:
-    """Our CartPolePPO and SB3 (rl-zoo3's values, then ours) on ``caps.seeds``."""
+    """Our CartPolePPO, then SB3 with rl-zoo3's values (and with ours), on ``caps.seeds``."""
     t = Table("CartPole PPO: wall time to solve (median)", "s", higher_better=False)
     cap_note = f"seeds {list(caps.seeds)}; cap {caps.steps:,} steps or {caps.seconds:g} s"
 
     def ours() -> tuple[float, str]:
         launcher = build(ROOT / "lf_src" / "CartPolePPO.lf", work / "cartpole")
-        runs = [ours_cartpole(launcher, s, caps, work) for s in caps.seeds]
-        return figure_or_fail(*median_time(runs), "-w 1 (its default)")
+        return median_time([ours_cartpole(launcher, s, caps, work) for s in caps.seeds])
 
-    def peer(variant: str):
-        runs = [peer_cartpole(s, caps, variant, work) for s in caps.seeds]
-        return figure_or_fail(*median_time(runs), "")
+    def peer(variant: str) -> tuple[float, str]:
+        return median_time([peer_cartpole(s, caps, variant, work) for s in caps.seeds])
 
-    t.ours(ours, note=f"{cap_note}; whole process, start-up included")
+    t.ours(ours, note=f"{cap_note}; -w 1 (its default); whole process, start-up included")
     t.peer(
         "Stable-Baselines3 PPO, rl-zoo3's CartPole values",
         lambda: peer("zoo"),
-        note="batch 256, 20 epochs, lr and clip annealed; DummyVecEnv",
+        note="batch 256, 20 epochs, lr and clip annealed; DummyVecEnv; 1 torch thread",
         target=CARTPOLE_TARGET,
     )
-    t.peer(
-        "Stable-Baselines3 PPO, our CartPolePPO's values",
-        lambda: peer("ours"),
-        note="batch 64, 10 epochs, lr annealed, clip 0.2; DummyVecEnv",
-    )
+    if caps.every_peer:
+        t.peer(
+            "Stable-Baselines3 PPO, our CartPolePPO's values",
+            lambda: peer("ours"),
+            note="batch 64, 10 epochs, lr annealed, clip 0.2; DummyVecEnv; 1 torch thread",
+        )
     return t.rows
-
-
-def figure_or_fail(figure: float | None, note: str, extra: str) -> tuple[float, str]:
-    """``(figure, note)`` for a Table; RuntimeError (a failed row) when the median run was
-    not solved."""
-    note = "; ".join(p for p in (extra, note) if p)
-    if figure is None:
-        raise RuntimeError(f"the median run did not solve CartPole within its cap; {note}")
-    return figure, note
 
 
 # ---------------------------------------------------------------- Atari: steps per second
 
 
 def ours_atari(launcher: Path, steps: int, workers: int, work: Path) -> tuple[float, str]:
-    """Steps/s of one ``bin/AtariPPO --max_steps N -w W`` run (whole process), and a note."""
+    """Steps/s of one ``bin/AtariPPO --max_steps N -w W`` run (whole process), and a note.
+    The run ends with exit status 1 (its step budget before Pong's target), as expected."""
     cmd = [str(launcher), "-w", str(workers), "--max_steps", str(steps)]
     p = launch(cmd, work, 3600, our_env())
-    done = steps_reported(p.stdout)
-    if p.code not in (0, 1) or done != steps:
+    if p.code not in (0, 1) or steps_reported(p.stdout) != steps:
         raise RuntimeError(f"AtariPPO exited {p.code}: {tail(p.stdout + p.stderr)}")
-    return steps / p.seconds, f"-w {workers}; {steps:,} steps in {p.seconds:.1f} s"
+    return steps / p.seconds, f"{steps:,} steps in {p.seconds:.1f} s"
 
 
-def peer_atari(steps: int, vec: str, work: Path) -> tuple[float, str]:
+def peer_atari(steps: int, vec: str, threads: int, work: Path) -> tuple[float, str]:
     """Steps/s of one SB3 child process (``vec``: "dummy" or "subproc"), and a note."""
-    p = launch(sb3_child("atari", str(steps), "1", vec), work, 3600)
+    p = launch(sb3_child("atari", str(steps), "1", vec, threads=threads), work, 3600, child_env())
     if p.code != 0:
         raise RuntimeError(f"SB3 exited {p.code}: {tail(p.stderr)}")
     r = p.result()
@@ -374,8 +387,16 @@ def peer_atari(steps: int, vec: str, work: Path) -> tuple[float, str]:
     )
 
 
+#: SB3 rows of the Atari workload: (name, vector env, torch threads; 0: torch's default)
+ATARI_PEERS = (
+    ("Stable-Baselines3 PPO, DummyVecEnv, 1 torch thread", "dummy", 1),
+    ("Stable-Baselines3 PPO, SubprocVecEnv, 1 torch thread", "subproc", 1),
+    ("Stable-Baselines3 PPO, DummyVecEnv, torch's default threads", "dummy", 0),
+)
+
+
 def atari_rows(caps: Caps, work: Path) -> list[Row]:
-    """Our AtariPPO on 1 and 2 workers, then SB3 on DummyVecEnv and SubprocVecEnv."""
+    """Our AtariPPO on 2 workers and on 1, then the SB3 rows (ratios to our better one)."""
     t = Table("Atari Pong PPO: training steps/s (acting + learning)", "steps/s")
     steps = caps.atari_steps
     launcher: list[Path] = []
@@ -385,23 +406,23 @@ def atari_rows(caps: Caps, work: Path) -> list[Row]:
             launcher.append(build(ROOT / "lf_src" / "AtariPPO.lf", work / "atari"))
         return ours_atari(launcher[0], steps, workers, work)
 
-    t.ours(lambda: ours(1), note="whole process, start-up included")
-    two = t.peer("ours on 2 workers (-w 2)", lambda: ours(2), note="ratio: -w 1 over -w 2")
-    best = max([f for f in (t.our_figure, two) if f is not None], default=None)
+    t.ours(lambda: ours(2), note="-w 2; whole process, start-up included")
+    one = t.peer("ours on 1 worker (-w 1)", lambda: ours(1), note="ratio = speed-up from -w 2")
+    best = max([f for f in (t.our_figure, one) if f is not None], default=None)
     if best is not None:
-        t.rebase(best, f"ratio to our better worker count ({best:.0f} steps/s)")
-    for vec, name in (("dummy", "DummyVecEnv"), ("subproc", "SubprocVecEnv")):
+        t.rebase(best, f"ratio to our better worker count ({best:.1f} steps/s)")
+    for name, vec, threads in ATARI_PEERS if caps.every_peer else ATARI_PEERS[:1]:
         t.peer(
-            f"Stable-Baselines3 PPO, {name}",
-            lambda: peer_atari(steps, vec, work),
-            note="same hyperparameters; torch's default threads",
+            name,
+            lambda: peer_atari(steps, vec, threads, work),
+            note="same hyperparameters and budget",
             target=ATARI_TARGET,
         )
     return t.rows
 
 
 def run(quick: bool) -> list[Row]:
-    """Both workloads; ``quick``: one seed with small caps, and a short Atari budget."""
+    """Both workloads (``quick``: the small sizes of :data:`QUICK`)."""
     caps = QUICK if quick else FULL
     work = scratch()
     return cartpole_rows(caps, work) + atari_rows(caps, work)
