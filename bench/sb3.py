@@ -89,6 +89,8 @@ ATARI = dict(
     clip_range=0.1,
 )
 
+#: seconds one Atari run may take before it is killed (its row then says FAILED)
+ATARI_LIMIT_S = 900.0
 #: our target ratios: CartPole median time (SB3's / ours), Atari SPS (ours / best peer)
 CARTPOLE_TARGET = 2.0
 ATARI_TARGET = 1.5
@@ -370,7 +372,9 @@ def ours_atari(launcher: Path, steps: int, workers: int, work: Path) -> tuple[fl
     """Steps/s of one ``bin/AtariPPO --max_steps N -w W`` run (whole process), and a note.
     The run ends with exit status 1 (its step budget before Pong's target), as expected."""
     cmd = [str(launcher), "-w", str(workers), "--max_steps", str(steps)]
-    p = launch(cmd, work, 3600, our_env())
+    p = launch(cmd, work, ATARI_LIMIT_S, our_env())
+    if p.code is None:
+        raise RuntimeError(f"AtariPPO did not finish in {ATARI_LIMIT_S:g} s (killed)")
     if p.code not in (0, 1) or steps_reported(p.stdout) != steps:
         raise RuntimeError(f"AtariPPO exited {p.code}: {tail(p.stdout + p.stderr)}")
     return steps / p.seconds, f"{steps:,} steps in {p.seconds:.1f} s"
@@ -378,7 +382,11 @@ def ours_atari(launcher: Path, steps: int, workers: int, work: Path) -> tuple[fl
 
 def peer_atari(steps: int, vec: str, threads: int, work: Path) -> tuple[float, str]:
     """Steps/s of one SB3 child process (``vec``: "dummy" or "subproc"), and a note."""
-    p = launch(sb3_child("atari", str(steps), "1", vec, threads=threads), work, 3600, child_env())
+    p = launch(
+        sb3_child("atari", str(steps), "1", vec, threads=threads), work, ATARI_LIMIT_S, child_env()
+    )
+    if p.code is None:
+        raise RuntimeError(f"SB3 did not finish in {ATARI_LIMIT_S:g} s (killed)")
     if p.code != 0:
         raise RuntimeError(f"SB3 exited {p.code}: {tail(p.stderr)}")
     r = p.result()
