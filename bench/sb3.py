@@ -24,9 +24,9 @@ environment creation included, so nothing is left out of either side. SB3 runs i
 process of this module (``python -m bench.sb3 cartpole|atari ...``, which prints one
 ``RESULT {json}`` line) with one torch thread, as ours has per worker (its determinism
 rule); one more Atari row gives SB3 torch's default thread count (one per core), which on a
-loaded machine can be much slower (CartPole took 8x longer here that way). ``--quick``: one
-seed with small caps and one SB3 row on CartPole, and a one-update Atari budget (1,024 steps)
-with one SB3 row: a few minutes.
+loaded machine can be much slower (one CartPole run took 8x longer here that way).
+``--quick``: one seed with small caps and one SB3 row on CartPole, and a one-update Atari
+budget (1,024 steps) with one SB3 row: a few minutes.
 """
 
 from __future__ import annotations
