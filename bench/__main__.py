@@ -36,12 +36,13 @@ BENCHMARKS = [
     "multi_agent",
     "broadcast16",
     "snapshots",
+    "sb3",
 ]
 
 
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for pkg in ("numpy", "torch", "gymnasium", "ray", "ale-py", "envpool"):
+    for pkg in ("numpy", "torch", "gymnasium", "ray", "ale-py", "envpool", "stable-baselines3"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

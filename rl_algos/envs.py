@@ -162,7 +162,11 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: 
         terminal_on_life_loss=False,
         grayscale_obs=True,
     )
-    return gym.wrappers.FrameStackObservation(env, frame_stack)
+    stacked = gym.wrappers.FrameStackObservation(env, frame_stack)
+    # The stacked space's generator comes from OS entropy (gymnasium's batch_space): a fixed
+    # seed makes the space, sent over a port, the same value in every process.
+    stacked.observation_space.seed(0)
+    return stacked
 
 
 class EnvGroup:
