@@ -16,6 +16,7 @@ unlinking the segments of its run.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.util
 import multiprocessing as mp
 import os
@@ -30,6 +31,7 @@ from multiprocessing.process import BaseProcess
 from types import ModuleType
 from typing import Any
 
+from . import context
 from .context import CTX
 from .errors import SourceMap, report
 from .log import Log
@@ -287,6 +289,10 @@ def _child(spec: _Spec) -> None:
     if asked:  # stopped on a signal: the user waits; skip the interpreter's tear-down
         sys.stderr.flush()
         os._exit(status)
+    # let the program's objects go before the interpreter's tear-down, which frees extension
+    # modules first (ale-py's bindings then report its games as leaked)
+    CTX.sched = context.Idle()
+    gc.collect()
     sys.exit(status)
 
 

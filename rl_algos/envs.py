@@ -169,6 +169,26 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: 
     return stacked
 
 
+def emulator_state(env: gym.Env) -> tuple[Any, Any] | None:
+    """The state of an Atari game's emulator (ale-py's ``clone_state``, its RNG of sticky
+    actions included) and the environment's own generator, or None for an environment that is
+    not an ALE game (its pickle keeps its state)."""
+    game = env.unwrapped
+    clone = getattr(game, "clone_state", None)
+    if clone is None:
+        return None
+    return clone(include_rng=True), game.__dict__.get("_np_random")
+
+
+def restore_emulator(env: gym.Env, state: tuple[Any, Any]) -> None:
+    """Put an Atari game's emulator back to ``state`` (from :func:`emulator_state`)."""
+    game = env.unwrapped
+    emulator, generator = state
+    game.restore_state(emulator)
+    if generator is not None:
+        game._np_random = generator
+
+
 class EnvGroup:
     """K environments of one id stepped together, with automatic reset.
 
@@ -198,6 +218,22 @@ class EnvGroup:
         self._ret = np.zeros(k, np.float64)
         self._len = np.zeros(k, np.int64)
         self._obs: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The group's state for a snapshot: its attributes (the environments pickle with
+        their wrappers' state), plus the emulator state of each Atari game, which pickling
+        an ALE environment drops (it is rebuilt from its constructor's arguments)."""
+        state = self.__dict__.copy()
+        state["_emulators"] = [emulator_state(env) for env in self.envs]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot's state (see :meth:`__getstate__`)."""
+        emulators = state.pop("_emulators", [])
+        self.__dict__.update(state)
+        for env, emulator in zip(self.envs, emulators):
+            if emulator is not None:
+                restore_emulator(env, emulator)
 
     def reset(self) -> EnvStep:
         """Reset every environment with its seed; the EnvStep has zero rewards."""
