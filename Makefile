@@ -13,7 +13,7 @@ SHELL := bash
 # no folder for it ("WARNING: Location 'file:///...' is ignored: it is neither a file nor a
 # directory."); those lines alone are dropped, everything else pip prints stays.
 PIP_NOISE := ^WARNING: Location 'file://[^']*' is ignored: it is neither a file nor a directory\.$$
-DEV_EXTRAS := rl,test
+DEV_EXTRAS := rl,test,atari
 pip_install = @echo "pip install $(1)"; $(PY) -m pip install -q $(1) 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 
 .PHONY: install build run test lint bench graph clean
@@ -43,17 +43,11 @@ run-pendulum: build
 
 # AtariPPO on Pong for a short budget (the target, a mean return of 20, takes ~10M steps):
 # the progress lines show steps/s and the mean return; the run ends with the logger's line
-# "stopped at its step budget", its exit status 1 taken as the expected end. The Atari
-# games (ale-py, OpenCV) are installed for this target only.
+# "stopped at its step budget", its exit status 1 taken as the expected end.
 ATARI_STEPS ?= 20000
-ATARI_STAMP := $(VENV)/.atari-installed
-
-$(ATARI_STAMP): $(STAMP)
-	$(call pip_install,-e '.[atari]')
-	touch $(ATARI_STAMP)
 
 .PHONY: run-atari
-run-atari: build $(ATARI_STAMP)
+run-atari: build
 	@log=$$(mktemp); status=0; \
 	./bin/AtariPPO --max_steps $(ATARI_STEPS) 2>&1 | tee $$log || status=$$?; \
 	if [ $$status -eq 1 ] && grep -q "stopped at its step budget" $$log; then status=0; \

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pickle
 import subprocess
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import torch
 from conftest import ROOT, build
 
 from rl_algos import ppo
-from rl_algos.envs import EnvStep
+from rl_algos.envs import EnvGroup, EnvStep
 from rl_algos.ppo import ActRecord, PPOConfig, PPOLearner
 
 PROGRAM = ROOT / "lf_src" / "AtariPPO.lf"
@@ -134,3 +135,19 @@ def test_learner_tensors_live_on_its_device(device, monkeypatch):
     assert all(t.device.type == device for t in batch.values())
     # what is broadcast to the policy reactors is CPU numpy, whatever the learner's device
     assert all(isinstance(a, np.ndarray) for a in new.state.values())
+
+
+def test_a_snapshot_keeps_the_games_emulator_state():
+    """Pickling an ALE environment rebuilds it from its arguments (a fresh game); the
+    environment group keeps each emulator's state, so a resumed run plays on the same."""
+    needs_atari()
+    group = EnvGroup("ALE/Breakout-v5", 2, np.random.default_rng(1))
+    group.reset()
+    for i in range(40):
+        group.step(np.array([1, i % 4]))
+    copy = pickle.loads(pickle.dumps(group))
+    for i in range(80):
+        actions = np.array([i % 4, (3 * i) % 4])
+        a, b = group.step(actions), copy.step(actions)
+        assert np.array_equal(a.obs, b.obs) and np.array_equal(a.reward, b.reward), i
+        assert np.array_equal(a.terminated, b.terminated), i
