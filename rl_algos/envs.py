@@ -182,7 +182,7 @@ def emulator_state(env: gym.Env) -> tuple[Any, Any] | None:
 
 def restore_emulator(env: gym.Env, state: tuple[Any, Any]) -> None:
     """Put an Atari game's emulator back to ``state`` (from :func:`emulator_state`)."""
-    game = env.unwrapped
+    game: Any = env.unwrapped  # an ale_py AtariEnv (gymnasium's Env has no restore_state)
     emulator, generator = state
     game.restore_state(emulator)
     if generator is not None:
