@@ -484,13 +484,17 @@ def tape_for(
     sched: Scheduler, graph: Program, opts: Any, watch: list | None, me: int, workers: int
 ) -> Tape | None:
     """The recording (``opts.record``) or replay (``opts.replay``) of scheduler ``sched``, worker
-    ``me`` of ``workers``, attached to it; ``watch``: the ports it checks at the end of each
-    tag (None: all). None when neither is asked for.
+    ``me`` of ``workers``, attached to it; ``watch``: the ports it writes (None: all). It
+    checks those at the end of each tag, but the ports of the instances the compiler adds for
+    ``after`` and ``~>`` (their values are those of ports already checked at an earlier tag).
+    None when neither is asked for.
 
     Raises:
         ReplayError: the recording cannot be written or read.
     """
-    names = None if watch is None else [p._name for p in watch]
+    added = {r.name for r in graph.reactors if r.synthetic is not None}
+    ports = sched.program.ports if watch is None else watch
+    names = [p._name for p in ports if reactor_of(p._name) not in added]
     tape: Tape
     if opts.record:
         path = opts.record if workers == 1 else f"{opts.record}.w{me}"
