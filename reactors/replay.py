@@ -30,7 +30,7 @@ it writes and stops at its own first difference.
 **File.** ``MAGIC``, one line of JSON (the manifest: program, graph hash, start time, worker
 count, the main parameters given on the command line, which a replay takes too), then chunks, each an 8-byte big-endian length and a pickle of a list of records:
 ``("a", elapsed ns, microstep, action, value)``, ``("c", elapsed ns, microstep, reactor,
-value ns)``, ``("d", elapsed ns, microstep, (key, ...), [crc, ...])`` (:func:`sums_of`) and ``("end", elapsed
+value ns)``, ``("d", elapsed ns, microstep, (port, ...), [crc, ...])`` (:func:`sums_of`) and ``("end", elapsed
 ns, microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
 at the end; a run that is killed leaves every chunk it wrote complete (a torn last chunk is
 ignored on reading), and its replay stops at the last tag recorded, which it does not check
@@ -86,21 +86,20 @@ class ReplayError(Exception):
     message says where)."""
 
 
-#: The CRC-32 of an array's head (dtype number, shape), by (dtype number, shape).
-_HEADS: dict[tuple, int] = {}
 #: numpy's type number of object arrays: the numbers of numbers are below it.
 _OBJECT = 17
+_MASK = 0xFFFFFFFF
 #: Types whose ``marshal`` form is their stable encoding (containers checked by marshal).
 _MARSHALLED = frozenset((int, float, bool, str, bytes, tuple, list, dict, type(None)))
 
 
 def crc(value: Any) -> int:
-    """The CRC-32 of a port value: of its ``marshal`` form for the built-in types marshal
-    takes (numbers, strings, bytes, and tuples, lists and dicts of them), of its bytes after a
-    head of dtype and shape for a numpy array of numbers (no copy when C-contiguous), else of
-    its stable encoding (:func:`reactors.trace.encode`). The same value gives the same CRC in
-    any process of the same Python (sets of strings excepted: run with a fixed
-    ``PYTHONHASHSEED``)."""
+    """The CRC-32 of a port value: for a numpy array of numbers, of its bytes (in place when
+    C-contiguous) started from its dtype number, rank and size; for the built-in types marshal
+    takes (numbers, strings, bytes, and tuples, lists and dicts of them), of its ``marshal``
+    form; else of its stable encoding (:func:`reactors.trace.encode`). The same value gives
+    the same CRC in any process of the same Python (sets of strings excepted: run with a
+    fixed ``PYTHONHASHSEED``)."""
     cls = value.__class__
     if cls in _MARSHALLED:
         try:
@@ -108,24 +107,21 @@ def crc(value: Any) -> int:
         except ValueError:  # holds a type marshal does not take
             return zlib.crc32(encode(value))
     np = sys.modules.get("numpy")
-    if np is not None and cls is np.ndarray and not value.dtype.hasobject:
-        key = (value.dtype.num, value.shape)
-        head = _HEADS.get(key)
-        if head is None:
-            head = _HEADS[key] = zlib.crc32(repr(key).encode())
+    if np is not None and cls is np.ndarray and value.dtype.num < _OBJECT:
+        start = ((value.dtype.num << 26) ^ (value.ndim << 21) ^ value.size) & _MASK
         try:
-            return zlib.crc32(value.data, head)
+            return zlib.crc32(value.data, start)
         except (BufferError, ValueError):  # not C-contiguous
-            return zlib.crc32(value.tobytes(), head)
+            return zlib.crc32(value.tobytes(), start)
     return zlib.crc32(encode(value))
 
 
-def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list, list[int]]:
+def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list[str], list[int]]:
     """The per-tag digest of the ports in ``present`` (those named in ``watch``; None: all):
-    ``keys`` and their CRC-32s. A key is the port's full name, or for a C-contiguous numpy
-    array of numbers ``(name, dtype number, shape)`` with the CRC of its bytes; any other
-    value's CRC is :func:`crc`'s. Written for speed: it runs at every tag of a recording."""
-    keys: list = []
+    their full names and CRC-32s. The CRC of a C-contiguous numpy array of numbers is that of
+    its bytes (read in place) started from its dtype number, rank and size; any other value's
+    is :func:`crc`'s. Written for speed: it runs at every tag of a recording."""
+    keys: list[str] = []
     sums: list[int] = []
     key, add = keys.append, sums.append
     crc32, dumps = zlib.crc32, marshal.dumps
@@ -135,30 +131,23 @@ def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list,
         if p.__class__ is Port and (watch is None or p._name in watch):
             v = p._v
             cls = v.__class__
+            key(p._name)
             if cls is nd:
                 num = v.dtype.num
                 if num < _OBJECT:  # numbers, not objects or records that may hold some
                     try:
-                        add(crc32(v.data))
-                        key((p._name, num, v.shape))
+                        add(crc32(v.data, ((num << 26) ^ (v.ndim << 21) ^ v.size) & _MASK))
                         continue
                     except (BufferError, ValueError):  # not C-contiguous
                         pass
             elif cls in _MARSHALLED:
                 try:
                     add(crc32(dumps(v)))
-                    key(p._name)
                     continue
                 except ValueError:  # holds a type marshal does not take
                     pass
             add(crc(v))
-            key(p._name)
     return keys, sums
-
-
-def key_name(key: Any) -> str:
-    """The port name of a key of :func:`sums_of`."""
-    return key if key.__class__ is str else key[0]
 
 
 def shorten(value: Any, limit: int = SHORT) -> str:
@@ -428,7 +417,7 @@ class Replayer(Tape):
         self.checked += 1
         watch = self.watch
         keys, sums = sums_of(present, watch)
-        now = {key_name(k): (k, c) for k, c in zip(keys, sums)}
+        now = dict(zip(keys, sums))
         if now == recorded or (
             watch is not None and now == {n: v for n, v in recorded.items() if n in watch}
         ):
@@ -522,14 +511,14 @@ class Recording:
 
     ``events``: physical action full name -> its events ``(t, m, value)`` in tag order;
     ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``:
-    tag -> port full name -> (key, CRC-32) as :func:`sums_of` gives them; ``end``: the final
+    tag -> port full name -> CRC-32 (:func:`sums_of`); ``end``: the final
     tag when the run finished, else None; ``last``: the last tag with a digest.
     """
 
     manifest: dict
     events: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
     clocks: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
-    digests: dict[TagPair, dict[str, tuple[Any, int]]] = field(default_factory=dict)
+    digests: dict[TagPair, dict[str, int]] = field(default_factory=dict)
     end: TagPair | None = None
     last: TagPair | None = None
 
@@ -611,9 +600,7 @@ def _index(rec: Recording, records: list[tuple]) -> None:
     for r in records:
         kind = r[0]
         if kind == "d":
-            tag = digests.setdefault((r[1], r[2]), {})
-            for k, c in zip(r[3], r[4]):
-                tag[key_name(k)] = (k, c)
+            digests.setdefault((r[1], r[2]), {}).update(zip(r[3], r[4]))
         elif kind == "c":
             clocks.setdefault((r[1], r[2], r[3]), []).append(r[4])
         elif kind == "a":
