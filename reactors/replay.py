@@ -88,14 +88,14 @@ class ReplayError(Exception):
 
 #: numpy's type number of object arrays: the numbers of numbers are below it.
 _OBJECT = 17
-_MASK = 0xFFFFFFFF
 #: Types whose ``marshal`` form is their stable encoding (containers checked by marshal).
 _MARSHALLED = frozenset((int, float, bool, str, bytes, tuple, list, dict, type(None)))
 
 
 def crc(value: Any) -> int:
     """The CRC-32 of a port value: for a numpy array of numbers, of its bytes (in place when
-    C-contiguous) started from its dtype number, rank and size; for the built-in types marshal
+    C-contiguous) started from its dtype number and rank (not its shape: a reshape alone,
+    bytes unchanged, is not seen); for the built-in types marshal
     takes (numbers, strings, bytes, and tuples, lists and dicts of them), of its ``marshal``
     form; else of its stable encoding (:func:`reactors.trace.encode`). The same value gives
     the same CRC in any process of the same Python (sets of strings excepted: run with a
@@ -108,9 +108,9 @@ def crc(value: Any) -> int:
             return zlib.crc32(encode(value))
     np = sys.modules.get("numpy")
     if np is not None and cls is np.ndarray and value.dtype.num < _OBJECT:
-        start = ((value.dtype.num << 26) ^ (value.ndim << 21) ^ value.size) & _MASK
+        start = value.dtype.num | (value.ndim << 8)
         try:
-            return zlib.crc32(value.data, start)
+            return zlib.crc32(value, start)
         except (BufferError, ValueError):  # not C-contiguous
             return zlib.crc32(value.tobytes(), start)
     return zlib.crc32(encode(value))
@@ -118,36 +118,31 @@ def crc(value: Any) -> int:
 
 def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list[str], list[int]]:
     """The per-tag digest of the ports in ``present`` (those named in ``watch``; None: all):
-    their full names and CRC-32s. The CRC of a C-contiguous numpy array of numbers is that of
-    its bytes (read in place) started from its dtype number, rank and size; any other value's
-    is :func:`crc`'s. Written for speed: it runs at every tag of a recording."""
-    keys: list[str] = []
-    sums: list[int] = []
-    key, add = keys.append, sums.append
-    crc32, dumps = zlib.crc32, marshal.dumps
+    their full names and CRC-32s (:func:`crc`). It runs at every tag of a recording, so the
+    common values (arrays of numbers, built-ins) are hashed in comprehensions, one pass each,
+    the rest (and a tag where one of those fails) value by value."""
+    if watch is None:
+        ports = [p for p in present if p.__class__ is Port]
+    else:
+        ports = [p for p in present if p.__class__ is Port and p._name in watch]
+    values: list[Any] = [p._v for p in ports]
+    crc32, dumps, plain = zlib.crc32, marshal.dumps, _MARSHALLED
     np = sys.modules.get("numpy")
     nd = None if np is None else np.ndarray
-    for p in present:
-        if p.__class__ is Port and (watch is None or p._name in watch):
-            v = p._v
-            cls = v.__class__
-            key(p._name)
-            if cls is nd:
-                num = v.dtype.num
-                if num < _OBJECT:  # numbers, not objects or records that may hold some
-                    try:
-                        add(crc32(v.data, ((num << 26) ^ (v.ndim << 21) ^ v.size) & _MASK))
-                        continue
-                    except (BufferError, ValueError):  # not C-contiguous
-                        pass
-            elif cls in _MARSHALLED:
-                try:
-                    add(crc32(dumps(v)))
-                    continue
-                except ValueError:  # holds a type marshal does not take
-                    pass
-            add(crc(v))
-    return keys, sums
+    try:
+        sums: list = [
+            crc32(dumps(v))
+            if v.__class__ in plain
+            else crc32(v, num | (v.ndim << 8))
+            if v.__class__ is nd and (num := v.dtype.num) < _OBJECT
+            else None
+            for v in values
+        ]
+    except (ValueError, BufferError):  # a container marshal refuses, an array not contiguous
+        sums = [None] * len(values)
+    if None in sums:
+        sums = [crc(v) if c is None else c for v, c in zip(values, sums)]
+    return [p._name for p in ports], sums
 
 
 def shorten(value: Any, limit: int = SHORT) -> str:
