@@ -126,7 +126,8 @@ def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list[
     else:
         ports = [p for p in present if p.__class__ is Port and p._name in watch]
     values: list[Any] = [p._v for p in ports]
-    crc32, dumps, plain = zlib.crc32, marshal.dumps, _MARSHALLED
+    crc32, plain = zlib.crc32, _MARSHALLED
+    dumps: Callable[[Any], bytes] = marshal.dumps
     np = sys.modules.get("numpy")
     nd = None if np is None else np.ndarray
     try:
