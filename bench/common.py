@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -81,3 +83,49 @@ def scratch() -> Path:
 
 def cores() -> int:
     return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Process:
+    """A finished child process: exit ``code`` (None: killed at its time limit), its
+    ``stdout`` and ``stderr``, and ``seconds`` of wall time from launch to exit."""
+
+    code: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def result(self) -> dict:
+        """The json of its last ``RESULT`` line; RuntimeError when it printed none."""
+        for line in reversed(self.stdout.splitlines()):
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT ") :])
+        raise RuntimeError(f"no RESULT line (exit {self.code}): {last_lines(self.stderr)}")
+
+
+def launch(cmd: list[str], cwd: Path | None, limit_s: float, env: dict) -> Process:
+    """Run ``cmd`` in ``cwd`` in a session of its own; past ``limit_s`` seconds the whole
+    session is killed and ``code`` is None."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=limit_s)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        code = None
+    return Process(code, out, err, time.perf_counter() - t0)
+
+
+def last_lines(text: str, n: int = 3) -> str:
+    """The last ``n`` non-empty lines, joined (where an error says what went wrong)."""
+    return " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-n:])

@@ -11,14 +11,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import ROOT, Row, cores
+from .common import ROOT, Row, cores, last_lines, launch
 
 LF_BENCH = ROOT / "lf_src" / "bench"
 
@@ -91,37 +90,17 @@ def run(launcher: Path, *args: str, n_workers: int | None = None, timeout: float
     wait_for_ray_exit()
     busy = runnable()
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    t0 = time.perf_counter()
     # a session of its own, so that a run past its time is ended with all its workers
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise RuntimeError(f"{launcher.name} did not finish in {timeout:.0f} s (killed)") from None
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"{launcher.name} exited {proc.returncode}: {_last_lines(stdout + stderr)}"
-        )
-    for line in reversed(stdout.splitlines()):
+    p = launch(cmd, None, timeout, env)
+    if p.code is None:
+        raise RuntimeError(f"{launcher.name} did not finish in {timeout:.0f} s (killed)")
+    if p.code != 0:
+        raise RuntimeError(f"{launcher.name} exited {p.code}: {last_lines(p.stdout + p.stderr)}")
+    for line in reversed(p.stdout.splitlines()):
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT ") :])
-            return Outcome(result, wall, int(cmd[2]), load_average(), busy)
-    raise RuntimeError(f"{launcher.name} printed no RESULT line: {_last_lines(stdout + stderr)}")
-
-
-def _last_lines(text: str, n: int = 3) -> str:
-    """The last ``n`` non-empty lines (where a Python error says what went wrong)."""
-    return " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-n:])
+            return Outcome(result, p.seconds, int(cmd[2]), load_average(), busy)
+    raise RuntimeError(f"{launcher.name} printed no RESULT line: {last_lines(p.stdout + p.stderr)}")
 
 
 def runnable(samples: int = 5, every_s: float = 0.05) -> float:

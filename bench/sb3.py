@@ -34,9 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections import deque
@@ -44,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, Row, build, scratch
+from .common import ROOT, Row, build, last_lines, launch, scratch
 from .rows import Table
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -224,47 +222,6 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------- running a process
 
 
-@dataclass(frozen=True)
-class Process:
-    """A finished child process: exit ``code`` (None: killed at its time limit), its
-    ``stdout`` and ``stderr``, and ``seconds`` of wall time from launch to exit."""
-
-    code: int | None
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def result(self) -> dict:
-        """The json of its last ``RESULT`` line; RuntimeError when it printed none."""
-        for line in reversed(self.stdout.splitlines()):
-            if line.startswith("RESULT "):
-                return json.loads(line[len("RESULT ") :])
-        raise RuntimeError(f"no RESULT line (exit {self.code}): {tail(self.stderr)}")
-
-
-def launch(cmd: list[str], cwd: Path, limit_s: float, env: dict) -> Process:
-    """Run ``cmd`` in ``cwd`` in a session of its own; past ``limit_s`` seconds the whole
-    session is killed and ``code`` is None."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=limit_s)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        code = None
-    return Process(code, out, err, time.perf_counter() - t0)
-
-
 def child_env(**more: str) -> dict:
     """The environment of a child process: this checkout's packages first, and ``more``."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -279,11 +236,6 @@ def our_env() -> dict:
 def sb3_child(*args: str, threads: int = 1) -> list[str]:
     """The command line of an SB3 child process (``main`` above)."""
     return [sys.executable, "-m", "bench.sb3", *args, "--threads", str(threads)]
-
-
-def tail(text: str, n: int = 3) -> str:
-    """The last ``n`` non-empty lines, joined (where an error says what went wrong)."""
-    return " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-n:])
 
 
 def steps_reported(stdout: str) -> int | None:
@@ -304,7 +256,7 @@ def ours_cartpole(launcher: Path, seed: int, caps: Caps, cwd: Path) -> Solve:
     cmd = [str(launcher), "--seed", str(seed), "--max_steps", str(caps.steps)]
     p = launch(cmd, cwd, caps.seconds, our_env())
     if p.code not in (0, 1, None):
-        raise RuntimeError(f"CartPolePPO exited {p.code}: {tail(p.stdout + p.stderr)}")
+        raise RuntimeError(f"CartPolePPO exited {p.code}: {last_lines(p.stdout + p.stderr)}")
     return Solve(p.seconds, p.code == 0, steps_reported(p.stdout))
 
 
@@ -315,7 +267,7 @@ def peer_cartpole(seed: int, caps: Caps, variant: str, cwd: Path) -> Solve:
     if p.code is None:
         return Solve(p.seconds, False)
     if p.code != 0:
-        raise RuntimeError(f"SB3 exited {p.code}: {tail(p.stderr)}")
+        raise RuntimeError(f"SB3 exited {p.code}: {last_lines(p.stderr)}")
     r = p.result()
     return Solve(p.seconds, bool(r["solved"]), int(r["steps"]))
 
@@ -376,7 +328,7 @@ def ours_atari(launcher: Path, steps: int, workers: int, work: Path) -> tuple[fl
     if p.code is None:
         raise RuntimeError(f"AtariPPO did not finish in {ATARI_LIMIT_S:g} s (killed)")
     if p.code not in (0, 1) or steps_reported(p.stdout) != steps:
-        raise RuntimeError(f"AtariPPO exited {p.code}: {tail(p.stdout + p.stderr)}")
+        raise RuntimeError(f"AtariPPO exited {p.code}: {last_lines(p.stdout + p.stderr)}")
     return steps / p.seconds, f"{steps:,} steps in {p.seconds:.1f} s"
 
 
@@ -388,7 +340,7 @@ def peer_atari(steps: int, vec: str, threads: int, work: Path) -> tuple[float, s
     if p.code is None:
         raise RuntimeError(f"SB3 did not finish in {ATARI_LIMIT_S:g} s (killed)")
     if p.code != 0:
-        raise RuntimeError(f"SB3 exited {p.code}: {tail(p.stderr)}")
+        raise RuntimeError(f"SB3 exited {p.code}: {last_lines(p.stderr)}")
     r = p.result()
     return r["steps"] / p.seconds, (
         f"{r['steps']:,} steps in {p.seconds:.1f} s (learn() alone {r['train_seconds']:.1f} s)"
