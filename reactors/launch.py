@@ -38,7 +38,8 @@ from .errors import (
 )
 from .log import Log
 from .program import MainParameter, Program
-from .replay import ReplayError, Tape, load, manifest, tape_for
+from .recording import ReplayError, load, manifest
+from .replay import Tape, tape_for
 from .scheduler import Scheduler
 from .snapshot import SnapshotError
 from .target import DEFAULTS, TargetSettings

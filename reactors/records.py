@@ -12,7 +12,8 @@ import os
 from typing import Any
 
 from .engine import TagPair
-from .replay import Tape, join
+from .recording import join
+from .replay import Tape
 from .sync import FINISHED, GO_M, GO_T, START_T, STATE, Control
 from .trace import Digest, Timeline, merge, write_timeline
 

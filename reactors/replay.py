@@ -27,63 +27,42 @@ port and the value it now has (shortened): a replay after a code change shows wh
 code first departs from the recorded run. On several workers, each worker checks the ports
 it writes and stops at its own first difference.
 
-**File.** ``MAGIC``, one line of JSON (the manifest: program, graph hash, start time, worker
-count, the main parameters given on the command line, which a replay takes too), then chunks, each an 8-byte big-endian length and a pickle of a list of records:
-``("a", elapsed ns, microstep, action, value)``, ``("c", elapsed ns, microstep, reactor,
-value ns)``, ``("d", elapsed ns, microstep, (port, ...), [crc, ...])`` (:func:`sums_of`) and ``("end", elapsed
-ns, microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
-at the end; a run that is killed leaves every chunk it wrote complete (a torn last chunk is
-ignored on reading), and its replay stops at the last tag recorded, which it does not check
-(the recorded run was cut short during it). On
-several workers each writes ``FILE.w<k>`` and the parts are joined into ``FILE`` when the run
-ends (a replay reads the parts of a run killed before that). Values are pickled: a recording
-is trusted like code; replay only your own.
+The file, written in chunks as the run goes, is described in :mod:`reactors.recording`.
 """
 
 from __future__ import annotations
 
 import json
 import marshal
-import os
 import pickle
-import struct
 import sys
 import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from time import perf_counter, time_ns
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .action import Action, PhysicalAction
 from .arguments import to_pairs
-from .checkpoint import fingerprint, graph_hash
 from .clock import Clock
 from .context import CTX
-from .engine import TagPair
+from .engine import TagPair, Timing
 from .port import Port
 from .reaction import Reaction
+from .recording import CHUNK, FLUSH_S, LENGTH, MAGIC, Recording, ReplayError, load, manifest
 from .trace import encode
 
 if TYPE_CHECKING:
     from .program import Program
     from .scheduler import Scheduler
 
-MAGIC = b"LFRECORDING 1\n"
-#: Records per chunk, and the seconds after which a chunk is written anyway (checked every
-#: 64 records): what a killed run can lose at most.
-CHUNK = 4096
-FLUSH_S = 0.25
-_LEN = struct.Struct(">Q")
+__all__ = ["ReplayError", "Recorder", "Replayer", "Tape", "crc", "load", "sums_of", "tape_for"]
+
 #: How long a value may be when a divergence names it.
 SHORT = 120
-
-
-class ReplayError(Exception):
-    """A recording cannot be written, read or used, or the replay departed from it (the
-    message says where)."""
 
 
 #: numpy's type number of object arrays: the numbers of numbers are below it.
@@ -339,7 +318,7 @@ class Recorder(Tape):
         """Write the buffered records as one chunk."""
         if self.buf and not self.file.closed:
             data = pickle.dumps(self.buf, protocol=5)
-            self.file.write(_LEN.pack(len(data)) + data)
+            self.file.write(LENGTH.pack(len(data)) + data)
             self.file.flush()
             self.buf = []
         self.flushed = perf_counter()
@@ -465,6 +444,15 @@ def _tag(t: int, m: int) -> str:
     return f"({t:,} ns, {m})"
 
 
+def replay_timing(timing: Timing, opts: Any) -> Timing:
+    """``timing`` with the start time (ns since the epoch) and the stop tag (elapsed ns,
+    microstep) of the recording that ``opts.replay`` names, as the launcher read them
+    (``opts.replay_bounds``)."""
+    assert opts.replay_bounds is not None  # set when the launcher read the recording
+    start, stop = opts.replay_bounds
+    return replace(timing, start_at=start, stop_at=stop)
+
+
 def tape_for(
     sched: Scheduler, graph: Program, opts: Any, watch: list | None, me: int, workers: int
 ) -> Tape | None:
@@ -488,148 +476,8 @@ def tape_for(
         tape = Recorder(path, head, names)
     elif opts.replay:
         tape = Replayer(load(opts.replay), names, place_end=me == 0)
-        assert opts.replay_bounds is not None  # set when the launcher read the recording
-        start, stop = opts.replay_bounds
-        engine = sched.engine
-        engine.timing = replace(engine.timing, start_at=start, stop_at=stop)
+        sched.engine.timing = replay_timing(sched.engine.timing, opts)
     else:
         return None
     tape.attach(sched)
     return tape
-
-
-# --------------------------------------------------------------------------- the file
-
-
-@dataclass
-class Recording:
-    """A recording read back. Tags are (elapsed ns, microstep).
-
-    ``events``: physical action full name -> its events ``(t, m, value)`` in tag order;
-    ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``:
-    tag -> port full name -> CRC-32 (:func:`sums_of`); ``end``: the final
-    tag when the run finished, else None; ``last``: the last tag with a digest.
-    """
-
-    manifest: dict
-    events: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
-    clocks: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
-    digests: dict[TagPair, dict[str, int]] = field(default_factory=dict)
-    end: TagPair | None = None
-    last: TagPair | None = None
-
-    @property
-    def stop(self) -> TagPair | None:
-        """The stop tag of a replay: the final tag, or the last recorded one of a run that did
-        not finish."""
-        return self.end if self.end is not None else self.last
-
-    @property
-    def start_time(self) -> int:
-        """The recorded run's start time (ns since the epoch)."""
-        return int(self.manifest["start_time"])
-
-
-def parts_of(path: str) -> list[str]:
-    """The files of the recording ``path``: itself, or the worker parts a killed run left."""
-    if os.path.exists(path):
-        return [path]
-    parts = []
-    k = 0
-    while os.path.exists(f"{path}.w{k}"):
-        parts.append(f"{path}.w{k}")
-        k += 1
-    return parts
-
-
-def _read(path: str) -> tuple[dict, list[tuple]]:
-    """The manifest and records of one file (a torn last chunk is left out).
-
-    Raises:
-        ReplayError: not a recording.
-    """
-    with open(path, "rb") as f:
-        if f.read(len(MAGIC)) != MAGIC:
-            raise ReplayError(f"{path} is not a recording (made with --record)")
-        try:
-            manifest = json.loads(f.readline())
-        except ValueError:
-            raise ReplayError(f"{path}: the recording's manifest is damaged") from None
-        records: list[tuple] = []
-        while True:
-            head = f.read(_LEN.size)
-            if len(head) < _LEN.size:
-                break
-            data = f.read(_LEN.unpack(head)[0])
-            try:
-                records += pickle.loads(data)
-            except Exception:
-                break  # a torn last chunk: the run was killed while writing it
-    return manifest, records
-
-
-def load(path: str) -> Recording:
-    """Read the recording ``path`` (or the worker parts of a run killed before joining them).
-
-    Raises:
-        ReplayError: no such recording, or not a recording.
-    """
-    parts = parts_of(path)
-    if not parts:
-        raise ReplayError(f"--replay: no recording {path}")
-    rec: Recording | None = None
-    for p in parts:
-        manifest, records = _read(p)
-        if rec is None:
-            rec = Recording(manifest)
-        _index(rec, records)
-    assert rec is not None
-    for events in rec.events.values():
-        events.sort(key=lambda e: (e[0], e[1]))
-    if rec.digests:
-        rec.last = max(rec.digests)
-    return rec
-
-
-def _index(rec: Recording, records: list[tuple]) -> None:
-    events, clocks, digests = rec.events, rec.clocks, rec.digests
-    for r in records:
-        kind = r[0]
-        if kind == "d":
-            digests.setdefault((r[1], r[2]), {}).update(zip(r[3], r[4]))
-        elif kind == "c":
-            clocks.setdefault((r[1], r[2], r[3]), []).append(r[4])
-        elif kind == "a":
-            events.setdefault(r[3], []).append((r[1], r[2], r[4]))
-        elif kind == "end":
-            rec.end = (r[1], r[2])
-
-
-def join(path: str, workers: int) -> None:
-    """Join the worker parts ``path``.w<k> of a run into ``path`` (one manifest, every chunk)
-    and remove them. Nothing happens when no part exists."""
-    parts = [f"{path}.w{k}" for k in range(workers) if os.path.exists(f"{path}.w{k}")]
-    if not parts:
-        return
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as out:
-        for i, p in enumerate(parts):
-            with open(p, "rb") as f:
-                head = f.read(len(MAGIC))
-                manifest = f.readline()
-                if i == 0:
-                    out.write(head + manifest)
-                out.write(f.read())
-    os.replace(tmp, path)
-    for p in parts:
-        os.unlink(p)
-
-
-def manifest(graph: Program, workers: int) -> dict:
-    """The head of a recording of ``graph`` on ``workers`` workers (the start time is added
-    when the run starts)."""
-    return {
-        "program": graph.name,
-        "graph": graph_hash(graph, fingerprint(graph)),
-        "workers": workers,
-    }

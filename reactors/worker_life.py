@@ -6,7 +6,6 @@ control block (:func:`report_failure`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -20,8 +19,9 @@ from .log import Log
 from .output import Captured, OutputPort, output_readers
 from .plan import Plan, free_running, written_ports
 from .program import Program
+from .recording import ReplayError
 from .records import write_records
-from .replay import ReplayError, tape_for
+from .replay import replay_timing, tape_for
 from .shm import SharedMemoryFull
 from .snapshot import SnapshotError
 from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Control
@@ -99,10 +99,8 @@ def _scheduler(
     tape = tape_for(sched, graph, opts, written, me, plan.workers)
     if tape is not None:
         sched.recorder = tape if digest is None else Recorders(digest, tape)
-        if coord is not None and opts.replay_bounds is not None:
-            start, stop = opts.replay_bounds
-            timing = coord.engine.timing
-            coord.engine.timing = dataclasses.replace(timing, start_at=start, stop_at=stop)
+        if coord is not None and opts.replay:
+            coord.engine.timing = replay_timing(coord.engine.timing, opts)
     resume = attach(sched, graph, opts, plan.owned[me], written, me=me, workers=plan.workers)
     if coord is not None:
         coord.resume = resume
