@@ -169,18 +169,25 @@ def sb3_cartpole(seed: int, cap_steps: int, hparams: dict) -> dict:
     return {"solved": stop.solved, "steps": int(model.num_timesteps)}
 
 
+def pong(**kwargs: Any) -> Any:
+    """``gym.make(ATARI_ID, **kwargs)`` with ale-py's games registered first: SB3's subprocess
+    workers start from a fresh interpreter where nothing has imported ale-py yet."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    return gym.make(ATARI_ID, **kwargs)
+
+
 def sb3_atari(steps: int, seed: int, subproc: bool) -> dict:
     """Train SB3 PPO on ALE/Pong-v5 for ``steps`` environment steps; returns
     ``{"steps": int, "train_seconds": float}`` (``learn`` alone, for the note)."""
-    import ale_py
-    import gymnasium as gym
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack
 
-    gym.register_envs(ale_py)
     env = make_atari_env(
-        ATARI_ID,
+        pong,
         n_envs=8,
         seed=seed,
         env_kwargs={"frameskip": 1},  # the wrappers skip 4 frames and max-pool the last two

@@ -43,9 +43,24 @@ def configure_torch(threads: int = 1) -> None:
 
 def choose_device(name: str = "auto") -> torch.device:
     """``torch.device("cuda")`` when ``name`` is ``"auto"`` and CUDA is available, else the
-    CPU; any other ``name`` (``"cpu"``, ``"cuda:1"``) is taken as given."""
+    CPU; ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` are taken as given.
+
+    Raises:
+        ValueError: any other name, or a CUDA device asked for where torch sees none (the
+            message says what was asked and what there is).
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    kind, _, index = name.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise ValueError(f"device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index or 0) >= count:
+            raise ValueError(
+                f"device {name!r}: this machine's torch sees {count} CUDA device(s); "
+                "use 'auto' or 'cpu'"
+            )
     return torch.device(name)
 
 

@@ -119,32 +119,42 @@ def sample_gaussian(
 
 
 class PPOActor:
-    """Acting side: holds a CPU copy of the actor-critic, loaded from broadcast weights.
+    """Acting side: holds a copy of the actor-critic, loaded from broadcast weights.
 
-    ``act(obs)`` takes (B, *obs_shape) observations and returns an :class:`ActRecord`;
-    RuntimeError before the first :meth:`load`.
+    ``device``: where the copy runs, ``"cpu"`` (the default: small networks act fastest
+    there), ``"cuda"`` or ``"auto"`` (:func:`~rl_algos.device.choose_device`; ValueError for
+    another name); on a GPU the observations go there in one host-to-device copy per act and
+    the results come back to the CPU, where actions are sampled from ``rng``.
+    ``act(obs)`` takes (B, *obs_shape) observations and returns an :class:`ActRecord` of
+    numpy arrays; RuntimeError before the first :meth:`load`.
     """
 
-    def __init__(self, rng: np.random.Generator, **_config: Any) -> None:
+    def __init__(self, rng: np.random.Generator, device: str = "cpu", **_config: Any) -> None:
         self.rng = rng
+        self.device = choose_device(device)
         self.net: nn.Module | None = None
 
     def load(self, weights: Weights) -> None:
         """Replace the network's parameters with ``weights`` (a Weights)."""
-        self.net = load_weights(weights, self.net)
+        self.net = load_weights(weights, self.net).to(self.device)
 
     def act(self, obs: np.ndarray) -> ActRecord:
         if self.net is None:
             raise RuntimeError("PPOActor.act() before any weights were received")
         with torch.inference_mode():
-            out, values = self.net(torch.as_tensor(obs))
+            if self.device.type == "cpu":
+                x = torch.as_tensor(obs)
+            else:
+                x = batch_to_device({"obs": obs}, self.device)["obs"]
+            out, values = self.net(x)
+            out, values = out.cpu(), values.cpu().numpy().astype(np.float32)
             if isinstance(self.net, GaussianActorCritic):
-                actions, logp = sample_gaussian(out, self.net.log_std, self.rng)
-                return ActRecord(actions, logp, values.numpy().astype(np.float32))
+                actions, logp = sample_gaussian(out, self.net.log_std.cpu(), self.rng)
+                return ActRecord(actions, logp, values)
             logp_all = torch.log_softmax(out, dim=-1).numpy()
         actions = sample_categorical(logp_all, self.rng)
         logp = np.take_along_axis(logp_all, actions[:, None], axis=1)[:, 0]
-        return ActRecord(actions, logp.astype(np.float32), values.numpy().astype(np.float32))
+        return ActRecord(actions, logp.astype(np.float32), values)
 
 
 class PPOLearner:

@@ -118,8 +118,11 @@ def test_learner_tensors_live_on_its_device(device, monkeypatch):
     ppo_batch_to_device = ppo.batch_to_device
     monkeypatch.setattr(ppo, "batch_to_device", counted)
     n_envs = 4
-    # "auto" must pick CUDA where there is one
-    cfg = PPOConfig(num_steps=4, minibatch_size=8, update_epochs=2, device="auto")
+    # "auto" must pick CUDA where there is one (and the CPU where there is none)
+    auto = device == ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg = PPOConfig(
+        num_steps=4, minibatch_size=8, update_epochs=2, device="auto" if auto else device
+    )
     obs_space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     learner = PPOLearner(cfg, obs_space, gym.spaces.Discrete(6), np.random.default_rng(1), 7)
     assert learner.device.type == device
@@ -135,6 +138,14 @@ def test_learner_tensors_live_on_its_device(device, monkeypatch):
     assert all(t.device.type == device for t in batch.values())
     # what is broadcast to the policy reactors is CPU numpy, whatever the learner's device
     assert all(isinstance(a, np.ndarray) for a in new.state.values())
+    # an actor on the same device acts from them: numpy results, its network on the device
+    actor = ppo.PPOActor(np.random.default_rng(3), device=device)
+    actor.load(new)
+    assert all(p.device.type == device for p in actor.net.parameters())
+    rec = actor.act(frames(np.random.default_rng(4), n_envs))
+    assert rec.actions.shape == (n_envs,) and rec.actions.dtype == np.int64
+    assert rec.logp.dtype == np.float32 and rec.values.shape == (n_envs,)
+    assert isinstance(rec.values, np.ndarray)
 
 
 def test_a_snapshot_keeps_the_games_emulator_state():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 from rl_algos.device import batch_to_device, choose_device
@@ -117,3 +119,9 @@ def test_batch_to_device_is_bit_exact_and_keeps_dtypes():
         assert out[k].shape == a.shape
         np.testing.assert_array_equal(out[k].numpy(), a)
     assert out["actions"].dtype == torch.int64 and out["obs"].dtype == torch.uint8
+
+
+@pytest.mark.parametrize("name", ["gpu", "cuda:x", "cuda:99", "CPU"])
+def test_an_unknown_or_missing_device_is_refused_with_its_name(name):
+    with pytest.raises(ValueError, match=f"device '{re.escape(name)}'"):
+        choose_device(name)
