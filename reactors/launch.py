@@ -64,6 +64,8 @@ usage: {prog} [options]
   --resume <snapshot or dir>              continue from a snapshot (a dir: its newest, also
                                           in its checkpoints/, e.g. an RL run's directory)
   --record <file>                         record the inputs from outside logical time
+  --record-every-tag                      check every tag's port values in the recording
+                                          (default: as many tags as 5% of the run's time allows)
   --replay <file>                         re-run with a recording's inputs, check its digests
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
@@ -131,6 +133,7 @@ class Options:
     # reactors.replay: where to record the inputs from outside logical time, the recording
     # to replay, and (set when it is read) its start time (ns) and stop tag (elapsed ns, m)
     record: str | None = None
+    record_every_tag: bool = False
     replay: str | None = None
     replay_bounds: tuple[int, tuple[int, int] | None] | None = None
 
@@ -176,6 +179,8 @@ def parse_options(
             o.digest = _path(args, a)
         elif a in ("--record", "--replay"):
             setattr(o, a[2:], _path(args, a))
+        elif a == "--record-every-tag":
+            o.record_every_tag = True
         elif a in _CHECKPOINT_OPTIONS:
             _checkpoint_option(o, a, args)
         elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
@@ -420,6 +425,8 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
     with the recorded run's main parameters (those given on its command line win)."""
     if opts.record and opts.replay:
         return "--record and --replay cannot be used together"
+    if opts.record_every_tag and not opts.record:
+        return "--record-every-tag goes with --record <file>"
     if opts.resume and (opts.record or opts.replay):
         return "--resume cannot be used with --record or --replay (a recording starts at the start tag)"
     if opts.record:

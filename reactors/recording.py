@@ -3,13 +3,15 @@
 
 ``MAGIC``, one line of JSON (the manifest: program, graph hash, start time, worker count, the
 main parameters given on the command line, which a replay takes too), then chunks, each an
-8-byte big-endian length and a pickle of a list of records: ``("a", elapsed ns, microstep,
-action, value)``, ``("c", elapsed ns, microstep, reactor, value ns)``, ``("d", elapsed ns,
-microstep, (port, ...), [crc, ...])`` (:func:`reactors.replay.sums_of`) and ``("end", elapsed
-ns, microstep)``. A chunk is written every :data:`CHUNK` records or :data:`FLUSH_S` seconds and
-at the end; a run that is killed leaves every chunk it wrote complete (a torn last chunk is
-ignored on reading), and its replay stops at the last tag recorded, which it does not check
-(the recorded run was cut short during it). On several workers each writes ``FILE.w<k>`` and
+8-byte big-endian length and a pickle of a list of records: first ``("w", (port, ...))``, the
+ports the recorder checks (None: all), then ``("a", elapsed ns, microstep, action, value)``,
+``("c", elapsed ns, microstep, reactor, value ns)``, ``("d", elapsed ns, microstep, (port,
+...), [crc, ...])`` at each tag the recorder checked (:func:`reactors.replay.sums_of`: the
+ports present among those it checks), ``("t", elapsed ns, microstep)``, the latest tag ended,
+at the end of each chunk, and ``("end", elapsed ns, microstep)``. A chunk is written every
+:data:`CHUNK` records or :data:`FLUSH_S` seconds and at the end; a run that is killed leaves
+every chunk it wrote complete (a torn last chunk is ignored on reading), and its replay stops
+at the last tag recorded, which it does not check (the recorded run was cut short during it). On several workers each writes ``FILE.w<k>`` and
 the parts are joined into ``FILE`` when the run ends (a replay reads the parts of a run killed
 before that). Values are pickled: a recording is trusted like code; replay only your own.
 """
@@ -27,7 +29,9 @@ from .checkpoint import fingerprint, graph_hash
 from .engine import TagPair
 from .program import Program
 
-MAGIC = b"LFRECORDING 1\n"
+MAGIC = b"LFRECORDING 2\n"
+#: What every version's MAGIC starts with.
+FAMILY = b"LFRECORDING "
 #: Records per chunk, and the seconds after which a chunk is written anyway (checked every
 #: 64 records): what a killed run can lose at most.
 CHUNK = 4096
@@ -47,14 +51,16 @@ class Recording:
 
     ``events``: physical action full name -> its events ``(t, m, value)`` in tag order;
     ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``:
-    tag -> port full name -> CRC-32 (:func:`reactors.replay.sums_of`); ``end``: the final
-    tag when the run finished, else None; ``last``: the last tag with a digest.
+    tag -> port full name -> CRC-32 (:func:`reactors.replay.sums_of`) of the ports present;
+    ``checked``: tag -> the ports checked there (None: all), for the tags checked; ``end``:
+    the final tag when the run finished, else None; ``last``: the last tag the file shows ended.
     """
 
     manifest: dict
     events: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
     clocks: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
     digests: dict[TagPair, dict[str, int]] = field(default_factory=dict)
+    checked: dict[TagPair, frozenset[str] | None] = field(default_factory=dict)
     end: TagPair | None = None
     last: TagPair | None = None
 
@@ -89,7 +95,12 @@ def _read(path: str) -> tuple[dict, list[tuple]]:
         ReplayError: not a recording.
     """
     with open(path, "rb") as f:
-        if f.read(len(MAGIC)) != MAGIC:
+        magic = f.read(len(MAGIC))
+        if magic != MAGIC:
+            if magic.startswith(FAMILY):
+                raise ReplayError(
+                    f"{path} was recorded by another version of this runtime: record it again"
+                )
             raise ReplayError(f"{path} is not a recording (made with --record)")
         try:
             manifest = json.loads(f.readline())
@@ -142,23 +153,38 @@ def _load(parts: list[str]) -> Recording:
     assert rec is not None
     for events in rec.events.values():
         events.sort(key=lambda e: (e[0], e[1]))
-    if rec.digests:
-        rec.last = max(rec.digests)
     return rec
 
 
 def _index(rec: Recording, records: list[tuple]) -> None:
-    events, clocks, digests = rec.events, rec.clocks, rec.digests
+    events, clocks, digests, checked = rec.events, rec.clocks, rec.digests, rec.checked
+    watch: frozenset[str] | None = None  # the ports this file's recorder checks
+    last = rec.last
     for r in records:
         kind = r[0]
         if kind == "d":
-            digests.setdefault((r[1], r[2]), {}).update(zip(r[3], r[4]))
+            tag = (r[1], r[2])
+            digests.setdefault(tag, {}).update(zip(r[3], r[4]))
+            if tag not in checked:
+                checked[tag] = watch
+            elif (seen := checked[tag]) is not None and watch is not None:
+                checked[tag] = seen | watch  # several workers checked it
+            else:
+                checked[tag] = None
+            if last is None or tag > last:
+                last = tag
+        elif kind == "t":
+            if last is None or (r[1], r[2]) > last:
+                last = (r[1], r[2])
+        elif kind == "w":
+            watch = None if r[1] is None else frozenset(r[1])
         elif kind == "c":
             clocks.setdefault((r[1], r[2], r[3]), []).append(r[4])
         elif kind == "a":
             events.setdefault(r[3], []).append((r[1], r[2], r[4]))
         elif kind == "end":
             rec.end = (r[1], r[2])
+    rec.last = last
 
 
 def join(path: str, workers: int) -> None:

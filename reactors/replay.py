@@ -20,12 +20,17 @@ the recorded value, and the recorded final tag as the stop tag. It never waits f
 clock (it runs as ``--fast``), so a recording that waited for physical events replays as fast
 as the reactions run.
 
-**Per-tag digests.** The recording also holds, for every tag, a CRC-32 of every port value
-present at its end (:func:`crc`). A replay compares
-each tag as it ends and stops at the first that differs, naming the tag, the reactor, the
-port and the value it now has (shortened): a replay after a code change shows where the new
-code first departs from the recorded run. On several workers, each worker checks the ports
-it writes and stops at its own first difference.
+**Per-tag digests.** The recording also holds, for the tags it checks, a CRC-32 of every port
+value present at their end (:func:`crc`). A replay compares each of those tags as it ends and
+stops at the first that differs, naming the tag, the reactor, the port and the value it now
+has (shortened): a replay after a code change shows where the new code first departs from the
+recorded run. On several workers, each worker checks the ports it writes and stops at its own
+first difference. Hashing every value of every tag costs a fixed time per value (~0.5 µs);
+where the tags are that short (a program stepping 15 environments in 0.2 ms, say), checking
+every one would slow the recorded run by a fifth. So a recorder checks a tag only while its
+checks so far took at most :data:`CHECK_BUDGET` of the run's time: every tag of a program whose
+tags take milliseconds, evenly spread tags of a faster one (the replay then names the first
+checked tag that differs). ``--record-every-tag`` checks them all.
 
 The file, written in chunks as the run goes, is described in :mod:`reactors.recording`.
 """
@@ -63,6 +68,9 @@ __all__ = ["ReplayError", "Recorder", "Replayer", "Tape", "crc", "load", "sums_o
 
 #: How long a value may be when a divergence names it.
 SHORT = 120
+#: The share of a recorded run's time its per-tag checks may take (``--record-every-tag``:
+#: no limit).
+CHECK_BUDGET = 0.05
 
 
 #: numpy's type number of object arrays: the numbers of numbers are below it.
@@ -253,17 +261,24 @@ class _TapeClock(Clock):
 
 class Recorder(Tape):
     """Records into ``path`` (a part file on several workers); ``manifest`` heads it.
+    ``every_tag``: check every tag, not only as many as :data:`CHECK_BUDGET` allows.
 
     Raises:
         ReplayError: ``path`` cannot be written.
     """
 
-    def __init__(self, path: str, head: dict, watch: Iterable[str] | None = None):
+    def __init__(
+        self, path: str, head: dict, watch: Iterable[str] | None = None, every_tag: bool = False
+    ):
         super().__init__(watch)
         self.path = path
         self.head = head
+        self.budget = None if every_tag else CHECK_BUDGET
         self.buf: list[tuple] = []
-        self.flushed = perf_counter()
+        self.flushed = self.since = perf_counter()
+        self.spent = 0.0  # seconds spent checking tags
+        self.t: int | None = None  # the latest tag ended (elapsed ns, microstep)
+        self.m = 0
         self.keys: list = []  # the keys of the latest tag, and as a tuple
         self.key: tuple = ()
         try:
@@ -272,10 +287,13 @@ class Recorder(Tape):
             raise ReplayError(f"--record: cannot write {path}: {e}") from None
 
     def begin(self, sched: Scheduler) -> None:
-        """At the start tag: write the manifest, with the start time."""
+        """At the start tag: write the manifest, with the start time, and the ports this
+        recorder checks."""
         super().begin(sched)
         head = dict(self.head, start_time=sched.start_time)
         self.file.write(MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n")
+        self._add(("w", None if self.watch is None else tuple(sorted(self.watch))))
+        self.since = perf_counter()
 
     def clock(self, reader: str) -> int:
         v = self._now()
@@ -301,11 +319,21 @@ class Recorder(Tape):
         self._add(("a", t, m, action._name, value))
 
     def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
+        self.t, self.m = t, m
+        if self.watch is not None and not self.watch:
+            return  # a worker that writes no port checked here
+        budget = self.budget
+        if budget is not None:
+            start = perf_counter()
+            if self.spent > budget * (start - self.since):
+                return  # over the budget: this tag goes unchecked
         keys, sums = sums_of(present, self.watch)
         if keys != self.keys:  # the same ports at most tags: one tuple, pickled once per chunk
             self.keys = keys
             self.key = tuple(keys)
         self._add(("d", t, m, self.key, sums))
+        if budget is not None:
+            self.spent += perf_counter() - start
 
     def _add(self, rec: tuple) -> None:
         buf = self.buf
@@ -315,8 +343,10 @@ class Recorder(Tape):
             self.flush()
 
     def flush(self) -> None:
-        """Write the buffered records as one chunk."""
+        """Write the buffered records as one chunk, ending with the latest tag ended."""
         if self.buf and not self.file.closed:
+            if self.t is not None:
+                self.buf.append(("t", self.t, self.m))
             data = pickle.dumps(self.buf, protocol=5)
             self.file.write(LENGTH.pack(len(data)) + data)
             self.file.flush()
@@ -346,7 +376,8 @@ class Replayer(Tape):
         self.rec = recording
         self.place_end = place_end
         self.clocks = {k: deque(v) for k, v in recording.clocks.items()}
-        self.checked = 0  # tags compared with the recording
+        self.checked = 0  # tags compared with the recording, of all tags ended
+        self.tags = 0
         self.closed = False
 
     def begin(self, sched: Scheduler) -> None:
@@ -386,13 +417,19 @@ class Replayer(Tape):
 
     def tag_end(self, t: int, m: int, present: Iterable[Any]) -> None:
         rec = self.rec
+        self.tags += 1
         if rec.end is None and rec.last is not None and (t, m) >= rec.last:
             return  # the run recorded was cut short during its last tag
+        if (t, m) not in rec.checked:
+            return  # the recorded run did not check this tag
+        cover = rec.checked[t, m]
         recorded = rec.digests.get((t, m), {})
         self.checked += 1
         watch = self.watch
         keys, sums = sums_of(present, watch)
         now = dict(zip(keys, sums))
+        if cover is not None and (watch is None or not watch <= cover):
+            now = {n: c for n, c in now.items() if n in cover}  # another worker's, unchecked
         if now == recorded or (
             watch is not None and now == {n: v for n, v in recorded.items() if n in watch}
         ):
@@ -426,7 +463,7 @@ class Replayer(Tape):
         if self.place_end:
             CTX.log.info(
                 f"---- Replay matched the recording up to tag {_tag(*stop)} "
-                f"({self.checked:,} tags checked)"
+                f"({self.checked:,} of {self.tags:,} tags checked)"
             )
 
     def _departs(self, t: int, m: int, port: str, what: str) -> None:
@@ -473,7 +510,7 @@ def tape_for(
         path = opts.record if workers == 1 else f"{opts.record}.w{me}"
         head = manifest(graph, workers)
         head["arguments"] = to_pairs(opts.arguments)
-        tape = Recorder(path, head, names)
+        tape = Recorder(path, head, names, every_tag=opts.record_every_tag)
     elif opts.replay:
         tape = Replayer(load(opts.replay), names, place_end=me == 0)
         sched.engine.timing = replay_timing(sched.engine.timing, opts)

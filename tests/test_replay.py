@@ -175,3 +175,65 @@ def test_digest_keys_tell_values_dtypes_and_shapes_apart():
     assert digest(objects) == digest(np.array([(1, 2), "x"], dtype=object))  # by value
     assert digest(objects) != digest(np.array([(1, 2), "y"], dtype=object))
     assert replay.crc(np.float64(2.5)) == replay.crc(np.float64(2.5)) != replay.crc(2.5)
+
+
+@pytest.fixture(scope="module")
+def counter(tmp_path_factory) -> Path:
+    return build(FIXTURES / "Counter.lf", tmp_path_factory.mktemp("counter"))
+
+
+def test_a_recording_of_short_tags_checks_some_and_replays_them(counter, tmp_path):
+    """Hashing a tag's values costs more than 5% of these tags' time: the recorder checks
+    only some, spread over the run; every one of them is compared on replay, on any worker
+    count, whichever worker count recorded."""
+    for recorded_on in ("1", "2"):
+        tape = tmp_path / f"w{recorded_on}.lfrec"
+        ref, ref_digest = run_with_digest(
+            counter, tmp_path / "ref", "--record", str(tape), "-w", recorded_on
+        )
+        rec = replay.load(str(tape))
+        assert rec.end is not None and rec.last == rec.end
+        checked = sorted(rec.checked)
+        assert checked[-1][1] > 10_000  # spread over the run, not only its start
+        if recorded_on == "1":  # (on two workers a tag's synchronisation can cost more)
+            assert 1 <= len(checked) < 0.5 * 20_000, len(checked)
+        for variant in (("-w", "1"), ("-w", "2")):
+            r, digest = run_with_digest(counter, tmp_path / "rep", "--replay", str(tape), *variant)
+            assert (r.stdout, digest) == (ref.stdout, ref_digest), (recorded_on, variant)
+            m = re.search(r"\(([\d,]+) of ([\d,]+) tags checked\)", r.stderr)
+            assert m, r.stderr
+            assert int(m.group(1).replace(",", "")) <= int(m.group(2).replace(",", ""))
+
+
+def test_record_every_tag_checks_every_tag(counter, tmp_path):
+    tape = tmp_path / "all.lfrec"
+    run_with_digest(counter, tmp_path / "ref", "--record", str(tape), "--record-every-tag")
+    rec = replay.load(str(tape))
+    assert len(rec.checked) == len(rec.digests) >= 20_000  # every microstep, and shutdown's
+    r = run_program(counter, "--record-every-tag")
+    assert r.returncode != 0 and "--record-every-tag goes with --record <file>" in r.stderr
+
+
+def test_a_departure_is_found_at_a_checked_tag(counter, tmp_path):
+    tape = tmp_path / "run.lfrec"
+    run_with_digest(counter, tmp_path / "ref", "--record", str(tape), "-w", "2")
+    changed = tmp_path / "changed" / "Counter.lf"
+    changed.parent.mkdir()
+    text = (FIXTURES / "Counter.lf").read_text()
+    changed.write_text(
+        text.replace("self.n * 0.5 + k)", "self.n * 0.5 + k if self.n < 5000 else k)")
+    )
+    launcher = build(changed, tmp_path / "changed")
+    rec = replay.load(str(tape))
+    ports = {tag: p for tag, p in rec.checked.items() if p is None or "Counter.s.out[0]" in p}
+    first = min(tag for tag in ports if tag[1] >= 5000)  # where the source's worker checked
+    for variant in (("-w", "1"), ("-w", "2")):
+        r = run_program(launcher, "--replay", str(tape), *variant)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        m = re.search(
+            r"replay departs from the recording at tag \(0 ns, (\d+)\): reactor Counter\.s, "
+            r"port Counter\.s\.out\[0\]: value now \(\d+, 0\), another in the recorded run",
+            r.stderr,
+        )
+        assert m, r.stderr
+        assert int(m.group(1)) == first[1], variant
