@@ -237,3 +237,10 @@ def test_a_departure_is_found_at_a_checked_tag(counter, tmp_path):
         )
         assert m, r.stderr
         assert int(m.group(1)) == first[1], variant
+
+
+def test_a_recording_of_another_version_is_refused_with_a_message(tmp_path):
+    old = tmp_path / "old.lfrec"
+    old.write_bytes(b"LFRECORDING 1\n{}\n")
+    with pytest.raises(replay.ReplayError, match="recorded by another version.*record it again"):
+        replay.load(str(old))
