@@ -37,6 +37,9 @@ STARTING, RUNNING, FINISHED, ABORT = range(4)
 # protocol; REPORT[p] + (0, 1, 2, 3): that of the free-running one for tags of parity p
 DONE, NEXT_T, NEXT_M, REQ_T, REQ_M, REV, SLEEP, STATUS, CODE, LOST = range(10)
 REPORT = (NEXT_T, 10)
+# while a worker sleeps until a batch's crossings arrive (reactors.worker): the batch's cell
+# and the value it waits for there (WAIT_CELL 0: it sleeps on something else)
+WAIT_CELL, WAIT_AT = 14, 15
 WORKER_STRIDE = 16
 # STATUS values
 W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
@@ -217,6 +220,18 @@ def ring_if_sleeping(cells: memoryview, sleep_cell: int, bell: Waker) -> None:
     """Wake the owner of ``bell`` if it announced (in ``cells[sleep_cell]``) that it sleeps."""
     if cells[sleep_cell]:
         bell.ring()
+
+
+def ring_if_waiting(cells: memoryview, base: int, bell: Waker, published: list[int]) -> None:
+    """After a worker published crossings to the worker whose cells start at ``base`` (the
+    batch cells it wrote: ``published``): wake that worker if it sleeps, unless it sleeps on a
+    batch until a later crossing of it is out (its ``WAIT_CELL`` and ``WAIT_AT``). A reader
+    that needs a whole batch before its next reaction wakes once for it, not once per
+    crossing: each kernel wake-up costs both sides tens of µs when the cores are busy."""
+    if cells[base + SLEEP]:
+        waits_on = cells[base + WAIT_CELL]
+        if not waits_on or (waits_on in published and cells[waits_on] >= cells[base + WAIT_AT]):
+            bell.ring()
 
 
 _SLICE_MIN_S, _SLICE_MAX_S = 0.001, 0.05

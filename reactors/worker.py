@@ -63,11 +63,14 @@ from .sync import (
     STOP_T,
     W_FINISHED,
     W_READY,
+    WAIT_AT,
+    WAIT_CELL,
     Bell,
     Control,
     Idle,
     all_done,
     ring_if_sleeping,
+    ring_if_waiting,
     wait,
 )
 from .transport import ChannelReader, ChannelWriter
@@ -444,17 +447,18 @@ class WorkerScheduler(Scheduler):
         counted in its batch's cell; wake their sleeping readers. Returns the next index."""
         out = self.link.outgoing
         cells = self.cells
-        woken: set[int] = set()
+        woken: dict[int, list[int]] = {}  # reader worker -> the batch cells written for it
         base = seq * BATCH_SEQ
         while j < len(out) and out[j][0] < bound:
             _, writer, cell, pos, readers = out[j]
             writer.publish(seq)
             cells[cell] = base + pos
-            woken.update(readers)
+            for w in readers:
+                woken.setdefault(w, []).append(cell)
             j += 1
         ctl, bells = self.link.ctl, self.link.bells
-        for w in woken:
-            ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
+        for w, published in woken.items():
+            ring_if_waiting(cells, ctl.worker_base(w), bells[w], published)
         return j
 
     def _receive(self, batch: tuple[int, list[tuple[int, ChannelReader]], int], seq: int) -> None:
@@ -465,9 +469,13 @@ class WorkerScheduler(Scheduler):
         base = seq * BATCH_SEQ
         for pos, reader in readers:
             if cells[cell] < base + pos:
-                link = self.link
+                link, me = self.link, self.base
                 self._cell, self._want = cell, base + pos
-                wait(self._chan_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
+                # polling, take each crossing as it comes; asleep, wake for the batch's last
+                cells[me + WAIT_AT] = base + readers[-1][0]
+                cells[me + WAIT_CELL] = cell
+                wait(self._chan_ready, cells, me + SLEEP, self.bell, link.spin_ns, link.idle)
+                cells[me + WAIT_CELL] = 0
                 if cells[STATE] == ABORT:
                     raise Aborted()
             reader.receive(seq)
