@@ -19,6 +19,7 @@ format (one process row per worker) into the current directory.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -49,9 +50,25 @@ def encode(value: Any) -> bytes:
         head = f"ndarray {value.dtype.str} {value.shape}".encode()
         return head + np.ascontiguousarray(value).tobytes()  # type: ignore[union-attr]  # ndarray came from np
     try:
-        return pickle.dumps(value, protocol=5)
+        return _unshared_pickle(value)
     except Exception:
         return f"unpicklable {type(value).__module__}.{type(value).__qualname__}".encode()
+
+
+def _unshared_pickle(value: Any) -> bytes:
+    """``value`` pickled without the memo (pickle's "fast" mode), so that its bytes do not
+    depend on which of its parts are one object: equal values encode alike whether or not
+    they share, say, a numpy dtype (an unpickled array's dtype is a copy of the canonical one,
+    so the same batch built from arrays that crossed workers would otherwise encode
+    differently). A value that contains itself is pickled with the memo."""
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=5)
+    pickler.fast = True
+    try:
+        pickler.dump(value)
+    except ValueError:  # a cycle
+        return pickle.dumps(value, protocol=5)
+    return buf.getvalue()
 
 
 class Digest:

@@ -2,11 +2,12 @@
 environment with seeds of its own, report the mean and standard deviation of the returns,
 and optionally record one episode as an MP4 or a GIF (imageio).
 
-The checkpoint (``model.pt``, written by the PPO and DQN learner reactors) carries the
+The checkpoint (``model.pt``, written by the PPO, DQN and SAC learner reactors) carries the
 algorithm, the network kind and spec, the state dict and the environment id; a run's
 ``config.json`` supplies the environment id of older checkpoints. Actions are greedy: the
 most probable action of a PPO policy (the mean of a Gaussian one, clipped to the action
-space), the largest Q value of a DQN network. A checkpoint with an observation scaling
+space), the mean action of a SAC policy (squashed into the bounds), the largest Q value of
+a DQN network. A checkpoint with an observation scaling
 (``obs_norm``, :class:`rl_algos.normalize.ObsStats`) has it applied to every observation.
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from .envs import make_env
-from .networks import GaussianActorCritic, Weights, load_weights
+from .networks import GaussianActorCritic, SquashedGaussianActor, Weights, load_weights
 from .normalize import ObsStats
 from .record import read_record
 
@@ -121,13 +122,16 @@ def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None, ObsStats 
 
 
 def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int | np.ndarray:
-    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic or QNetwork) for one
-    observation: an int, or the Gaussian's mean ((action_dim,) float32, not clipped)."""
+    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic, QNetwork or SAC's
+    SquashedGaussianActor) for one observation: an int, or the Gaussian's mean
+    ((action_dim,) float32; not clipped, squashed into the bounds for SAC)."""
     x = torch.as_tensor(obs[None])
     if x.dtype != torch.uint8:
         x = x.float()
     with torch.no_grad():
         out = net(x)
+        if isinstance(net, SquashedGaussianActor):
+            return net.squash(out[0])[0].numpy()
     scores = out[0] if isinstance(out, tuple) else out  # (logits or mean, value) or Q values
     if isinstance(net, GaussianActorCritic):
         return scores[0].numpy()

@@ -37,6 +37,16 @@ PPO_TAGS = {
 DQN_TAGS = {"loss": "losses/td_loss", "q": "losses/q_values"}
 DQN_LOG_EVERY = 100
 
+#: SAC learner statistic (``SACLearner.stats``) -> CleanRL tag, logged every
+#: :data:`DQN_LOG_EVERY` gradient steps (CleanRL's sac_continuous_action.py: every 100).
+SAC_TAGS = {
+    k: f"losses/{k}"
+    for k in (
+        "qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss", "alpha",
+        "alpha_loss",
+    )
+}  # fmt: skip
+
 CSV_HEADER = "step,tag,value\n"
 
 

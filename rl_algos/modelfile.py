@@ -19,7 +19,7 @@ from .runlog import atomic_save
 from .seeding import instance_path
 
 #: Reactor classes (``lf_src/lib``) whose instances save a model.
-LEARNER_CLASSES = frozenset({"PPOLearner", "DQNLearner"})
+LEARNER_CLASSES = frozenset({"PPOLearner", "DQNLearner", "SACLearner"})
 #: The file name of the model of a program's only learner.
 MODEL_FILE = "model.pt"
 

@@ -1,5 +1,5 @@
 """Torch networks: MLP, the Nature-DQN CNN, actor-critics for discrete and for continuous
-actions, and a Q-network; and weights as numpy arrays, the form in which a learner broadcasts them to actor reactors over ports.
+actions, a Q-network, and SAC's squashed Gaussian policy and soft Q-network; and weights as numpy arrays, the form in which a learner broadcasts them to actor reactors over ports.
 
 Sources: the CNN is that of Mnih et al. (2015), "Human-level control through deep
 reinforcement learning", Nature 518 (3 conv layers 32x8x8/4, 64x4x4/2, 64x3x3/1, then 512
@@ -253,11 +253,113 @@ class QNetwork(nn.Module):
         return self.net(obs)
 
 
+#: Bounds of the squashed Gaussian's log standard deviation (Haarnoja et al. 2018's code).
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class SquashedGaussianActor(nn.Module):
+    """The SAC policy for a Box action space: an MLP gives the mean and the log standard
+    deviation of a Gaussian per action dimension (the log-std squashed into
+    [:data:`LOG_STD_MIN`, :data:`LOG_STD_MAX`]); a sample goes through tanh and is scaled
+    to the space's bounds, ``low`` and ``high`` (kept as buffers, so they travel with the
+    weights). Source: Haarnoja et al. (2018), "Soft Actor-Critic Algorithms and
+    Applications", arXiv:1812.05905, appendix C (the tanh change of variables).
+
+    ``forward(obs)`` takes (B, obs_dim) float32 and returns ``(mean, log_std)``, each
+    (B, action_dim) float32, before squashing. Initial weights are torch's default
+    initialisation drawn from ``generator`` (keyword-only, required); image observations are
+    not supported (ValueError).
+    """
+
+    scale: torch.Tensor  # (action_dim,) float32 buffers: (high - low) / 2 and (high + low) / 2
+    bias: torch.Tensor
+
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        low: Sequence[float],
+        high: Sequence[float],
+        hidden: Sequence[int] = (256, 256),
+        *,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        if len(obs_shape) == 3:
+            raise ValueError("SquashedGaussianActor takes vector observations, not images")
+        lo, hi = np.asarray(low, np.float32), np.asarray(high, np.float32)
+        self.spec = dict(
+            obs_shape=tuple(obs_shape),
+            low=tuple(float(x) for x in lo),
+            high=tuple(float(x) for x in hi),
+            hidden=tuple(hidden),
+        )
+        n_in, n_act, layers = int(np.prod(obs_shape)), len(lo), []
+        for h in hidden:
+            layers += [default_init(linear(n_in, h), generator), nn.ReLU()]
+            n_in = h
+        self.trunk = nn.Sequential(nn.Flatten(), *layers)
+        self.mean = default_init(linear(n_in, n_act), generator)
+        self.log_std = default_init(linear(n_in, n_act), generator)
+        self.register_buffer("scale", torch.from_numpy((hi - lo) / 2))
+        self.register_buffer("bias", torch.from_numpy((hi + lo) / 2))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.trunk(obs)
+        log_std = torch.tanh(self.log_std(x))
+        return self.mean(x), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
+
+    def squash(self, u: torch.Tensor) -> torch.Tensor:
+        """Pre-squash values (B, action_dim) -> actions within the bounds."""
+        return torch.tanh(u) * self.scale + self.bias
+
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised actions for ``obs`` from standard normal ``noise`` (B, action_dim),
+        and their log-probabilities (B,) under the squashed Gaussian."""
+        mean, log_std = self(obs)
+        std = log_std.exp()
+        u = mean + std * noise
+        y = torch.tanh(u)
+        # log N(u; mean, std) - log |d action / d u|, per dimension, summed
+        logp = -0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)
+        logp = logp - torch.log(self.scale * (1 - y.pow(2)) + 1e-6)
+        return y * self.scale + self.bias, logp.sum(-1)
+
+
+class SoftQNetwork(nn.Module):
+    """Q(s, a) for continuous actions (SAC's critics): (B, obs_dim) and (B, action_dim)
+    float32 -> (B,) float32, an MLP on their concatenation; torch's default initialisation
+    drawn from ``generator`` (keyword-only, required)."""
+
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        action_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        *,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        self.spec = dict(
+            obs_shape=tuple(obs_shape), action_dim=int(action_dim), hidden=tuple(hidden)
+        )
+        n_in, layers = int(np.prod(obs_shape)) + int(action_dim), []
+        for h in hidden:
+            layers += [default_init(linear(n_in, h), generator), nn.ReLU()]
+            n_in = h
+        layers.append(default_init(linear(n_in, 1), generator))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([obs.flatten(1), actions], dim=1)).squeeze(-1)
+
+
 #: Network kind (as in :class:`Weights`) -> its class, built with ``(**spec, generator=g)``.
 KINDS: dict[str, Callable[..., nn.Module]] = {
     "actor_critic": ActorCritic,
     "gaussian_actor_critic": GaussianActorCritic,
     "q": QNetwork,
+    "sac_actor": SquashedGaussianActor,
+    "soft_q": SoftQNetwork,
 }
 
 

@@ -244,3 +244,22 @@ def test_a_recording_of_another_version_is_refused_with_a_message(tmp_path):
     old.write_bytes(b"LFRECORDING 1\n{}\n")
     with pytest.raises(replay.ReplayError, match="recorded by another version.*record it again"):
         replay.load(str(old))
+
+
+def test_equal_values_encode_alike_whatever_they_share():
+    """An array that crossed workers has a copy of the canonical dtype: a batch holding it
+    must digest like the same batch built in one process."""
+    import pickle
+
+    import numpy as np
+
+    from reactors.trace import encode
+
+    a = np.arange(3, dtype=np.float32)
+    crossed = np.zeros(3, pickle.loads(pickle.dumps(a.dtype)))  # as a buffer of crossed values
+    crossed[:] = a + 1
+    assert crossed.dtype is not a.dtype
+    assert encode([{"x": a, "y": a + 1}]) == encode([{"x": a, "y": crossed}])
+    loop: list = [1]
+    loop.append(loop)
+    assert encode(loop) == encode(loop)  # a value holding itself still encodes
