@@ -42,6 +42,12 @@ SMALL = {
         ("torch", "gymnasium"),
         None,
     ),
+    "PendulumSAC.lf": (
+        ["envs_per_member=2", "max_steps=600", "learning_starts=100", "batch_size=32"]
+        + ["hidden=[16, 16]", "target_return=-1e5", 'make_kwargs={= {"max_episode_steps": 25} =}'],
+        ("torch", "gymnasium"),
+        None,
+    ),
 }
 #: RL programs of tests/rl_fixtures/ run several times on each backend (their races are rare)
 RL_FIXTURES = ROOT / "tests" / "rl_fixtures"
