@@ -41,6 +41,10 @@ run-dqn: build
 run-pendulum: build
 	./bin/PendulumPPO
 
+.PHONY: run-sac
+run-sac: build
+	./bin/PendulumSAC
+
 # AtariPPO on Pong for a short budget (the target, a mean return of 20, takes ~10M steps):
 # the progress lines show steps/s and the mean return; the run ends with the logger's line
 # "stopped at its step budget", its exit status 1 taken as the expected end.
