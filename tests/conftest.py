@@ -66,6 +66,26 @@ def run_program(launcher: Path, *args: str, timeout: float = 60) -> subprocess.C
     )
 
 
+def run_in_folder(
+    launcher: Path, cwd: Path, *args: str, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run an RL program's ``launcher`` with ``args`` in the new folder ``cwd``; returns the
+    completed process and the run directory it wrote (``runs/<program>/<run>``: exactly one,
+    else the test fails with the program's stderr)."""
+    cwd.mkdir()
+    proc = subprocess.run(
+        [str(launcher), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    runs = sorted((cwd / "runs" / launcher.name).iterdir()) if (cwd / "runs").exists() else []
+    assert len(runs) == 1, (runs, proc.stdout[-2000:], proc.stderr[-3000:])
+    return proc, runs[0]
+
+
 @pytest.fixture
 def build_and_run(tmp_path):
     def go(lf_file: Path, *args: str, timeout: float = 60):

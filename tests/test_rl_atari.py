@@ -16,7 +16,6 @@ host-to-device copy per update, frames still uint8.
 from __future__ import annotations
 
 import importlib.util
-import os
 import pickle
 import subprocess
 from pathlib import Path
@@ -25,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, build
+from conftest import ROOT, build, run_in_folder
 
 from rl_algos import ppo
 from rl_algos.envs import EnvGroup, EnvStep
@@ -47,18 +46,7 @@ def needs_atari() -> None:
 
 def run_atari(launcher: Path, cwd: Path, workers: int) -> tuple[subprocess.CompletedProcess, Path]:
     """Run the tiny configuration on ``workers`` workers in ``cwd``; (process, run dir)."""
-    cwd.mkdir()
-    proc = subprocess.run(
-        [str(launcher), "-w", str(workers), "--digest", "digest.txt", *TINY],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    runs = sorted((cwd / "runs" / "AtariPPO").iterdir())
-    assert len(runs) == 1, (runs, proc.stderr[-3000:])
-    return proc, runs[0]
+    return run_in_folder(launcher, cwd, "-w", str(workers), "--digest", "digest.txt", *TINY)
 
 
 def weights_of(run_dir: Path) -> dict[str, torch.Tensor]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, build, run_program
+from conftest import ROOT, build, run_in_folder, run_program
 
 torch = pytest.importorskip("torch")
 gym = pytest.importorskip("gymnasium")
@@ -258,18 +258,9 @@ def test_box_actions_are_clipped_when_sent_to_the_environment():
 
 
 def run_in(launcher: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
-    cwd.mkdir()
-    proc = subprocess.run(
-        [str(launcher), "--digest", "run.digest", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=150,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    runs = sorted((cwd / "runs" / "PendulumPPO").iterdir())
-    assert proc.returncode == 0 and len(runs) == 1, proc.stdout + proc.stderr[-3000:]
-    return proc, runs[0]
+    proc, run_dir = run_in_folder(launcher, cwd, "--digest", "run.digest", *args, timeout=150)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return proc, run_dir
 
 
 def test_pendulum_ppo_is_deterministic_and_evaluates(tmp_path):

@@ -10,11 +10,9 @@ twice, on 1 and on 2 workers: the same seed must give a byte-identical returns.c
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
 from pathlib import Path
 
-from conftest import ROOT, build
+from conftest import ROOT, build, run_in_folder
 
 LF_SRC = ROOT / "lf_src"
 
@@ -26,19 +24,9 @@ def program_copy(tmp_path: Path, name: str, **defaults) -> Path:
 
 
 def run_in(launcher: Path, cwd: Path, name: str, *args: str):
-    """Run the program in ``cwd`` with program options ``args``; returns (process, run dir)."""
-    cwd.mkdir()
-    proc = subprocess.run(
-        [str(launcher), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=150,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    runs = sorted((cwd / "runs" / name).iterdir())
-    assert len(runs) == 1, (runs, proc.stderr[-3000:])
-    return proc, runs[0]
+    """Run the program ``name`` in ``cwd`` with program options ``args``; (process, run dir)."""
+    assert launcher.name == name
+    return run_in_folder(launcher, cwd, *args, timeout=150)
 
 
 def returns_of(run_dir: Path) -> list[float]:

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, build
+from conftest import ROOT, build, run_in_folder
 
 torch = pytest.importorskip("torch")
 gym = pytest.importorskip("gymnasium")
@@ -107,21 +107,6 @@ def test_learner_updates_are_seeded_and_move_targets_softly():
         SACLearner(cfg, OBS, gym.spaces.Discrete(2), torch_seed=1)
 
 
-def run_in(launcher, cwd, *args):
-    cwd.mkdir()
-    proc = subprocess.run(
-        [str(launcher), "--digest", "run.digest", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    runs = sorted((cwd / "runs" / "PendulumSAC").iterdir())
-    assert proc.returncode == 0 and len(runs) == 1, proc.stdout + proc.stderr[-3000:]
-    return proc, runs[0]
-
-
 def test_pendulum_sac_learns_logs_and_evaluates(tmp_path):
     """Two Pendulums of 25-step episodes (20 episodes in 500 steps), learning from step 100
     with small networks, on two workers: CleanRL's losses in losses.csv, the model's policy
@@ -131,7 +116,8 @@ def test_pendulum_sac_learns_logs_and_evaluates(tmp_path):
     args = ("--envs_per_member", "2", "--target_return", "-100000.0", "--max_steps", "600")
     args += ("--learning_starts", "100", "--batch_size", "32", "--hidden", "[16, 16]")
     args += ("--make_kwargs", '{= {"max_episode_steps": 25} =}')
-    p1, d1 = run_in(launcher, tmp_path / "w2", "-w", "2", *args)
+    p1, d1 = run_in_folder(launcher, tmp_path / "w2", "-w", "2", *args)
+    assert p1.returncode == 0, p1.stdout + p1.stderr[-3000:]
     assert "reached mean return -100000 over the last 20 episodes" in p1.stdout
     losses = (d1 / "losses.csv").read_text().splitlines()
     assert losses[0] == "step,tag,value" and len(losses) == 1 + 2 * 8  # at 100 and 200 updates
