@@ -11,9 +11,10 @@ ports present among those it checks), ``("t", elapsed ns, microstep)``, the late
 at the end of each chunk, and ``("end", elapsed ns, microstep)``. A chunk is written every
 :data:`CHUNK` records or :data:`FLUSH_S` seconds and at the end; a run that is killed leaves
 every chunk it wrote complete (a torn last chunk is ignored on reading), and its replay stops
-at the last tag recorded, which it does not check (the recorded run was cut short during it). On several workers each writes ``FILE.w<k>`` and
-the parts are joined into ``FILE`` when the run ends (a replay reads the parts of a run killed
-before that). Values are pickled: a recording is trusted like code; replay only your own.
+at the last tag recorded, which it does not check (the recorded run was cut short during it).
+On several workers each writes ``FILE.w<k>`` and the parts are joined into ``FILE`` when the
+run ends (a replay reads the parts of a run killed before that). Values are pickled: a
+recording is trusted like code; replay only your own.
 """
 
 from __future__ import annotations
