@@ -177,9 +177,15 @@ def test_digest_keys_tell_values_dtypes_and_shapes_apart():
     assert replay.crc(np.float64(2.5)) == replay.crc(np.float64(2.5)) != replay.crc(2.5)
 
 
+#: Tags of a Counter run (``--count``), and the one from which the changed copy departs.
+COUNT, CHANGE = 6000, 2000
+
+
 @pytest.fixture(scope="module")
 def counter(tmp_path_factory) -> Path:
-    return build(FIXTURES / "Counter.lf", tmp_path_factory.mktemp("counter"))
+    return build(
+        FIXTURES / "Counter.lf", tmp_path_factory.mktemp("counter"), "-D", f"count={COUNT}"
+    )
 
 
 def test_a_recording_of_short_tags_checks_some_and_replays_them(counter, tmp_path):
@@ -194,9 +200,9 @@ def test_a_recording_of_short_tags_checks_some_and_replays_them(counter, tmp_pat
         rec = replay.load(str(tape))
         assert rec.end is not None and rec.last == rec.end
         checked = sorted(rec.checked)
-        assert checked[-1][1] > 10_000  # spread over the run, not only its start
+        assert checked[-1][1] > COUNT // 2  # spread over the run, not only its start
         if recorded_on == "1":  # (on two workers a tag's synchronisation can cost more)
-            assert 1 <= len(checked) < 0.5 * 20_000, len(checked)
+            assert 1 <= len(checked) < 0.5 * COUNT, len(checked)
         for variant in (("-w", "1"), ("-w", "2")):
             r, digest = run_with_digest(counter, tmp_path / "rep", "--replay", str(tape), *variant)
             assert (r.stdout, digest) == (ref.stdout, ref_digest), (recorded_on, variant)
@@ -209,7 +215,7 @@ def test_record_every_tag_checks_every_tag(counter, tmp_path):
     tape = tmp_path / "all.lfrec"
     run_with_digest(counter, tmp_path / "ref", "--record", str(tape), "--record-every-tag")
     rec = replay.load(str(tape))
-    assert len(rec.checked) == len(rec.digests) >= 20_000  # every microstep, and shutdown's
+    assert len(rec.checked) == len(rec.digests) >= COUNT  # every microstep, and shutdown's
     r = run_program(counter, "--record-every-tag")
     assert r.returncode != 0 and "--record-every-tag goes with --record <file>" in r.stderr
 
@@ -221,12 +227,12 @@ def test_a_departure_is_found_at_a_checked_tag(counter, tmp_path):
     changed.parent.mkdir()
     text = (FIXTURES / "Counter.lf").read_text()
     changed.write_text(
-        text.replace("self.n * 0.5 + k)", "self.n * 0.5 + k if self.n < 5000 else k)")
+        text.replace("self.n * 0.5 + k)", f"self.n * 0.5 + k if self.n < {CHANGE} else k)")
     )
-    launcher = build(changed, tmp_path / "changed")
+    launcher = build(changed, tmp_path / "changed", "-D", f"count={COUNT}")
     rec = replay.load(str(tape))
     ports = {tag: p for tag, p in rec.checked.items() if p is None or "Counter.s.out[0]" in p}
-    first = min(tag for tag in ports if tag[1] >= 5000)  # where the source's worker checked
+    first = min(tag for tag in ports if tag[1] >= CHANGE)  # where the source's worker checked
     for variant in (("-w", "1"), ("-w", "2")):
         r = run_program(launcher, "--replay", str(tape), *variant)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
