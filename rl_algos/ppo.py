@@ -280,8 +280,8 @@ class PPOLearner:
 
     def update(self, last_value: np.ndarray, stop: Callable[[], bool] = never) -> dict:
         """K epochs of minibatch updates on the full rollout; returns mean statistics.
-        ``stop()``, asked after each minibatch, True: the run is ending (a signal), so the
-        update ends there (the statistics are those of the minibatches done)."""
+        ``stop`` is asked after each minibatch: once it answers True (a signal is ending the
+        run), the update ends there, with the statistics of the minibatches done."""
         cfg, b = self.cfg, self.buf
         adv, ret = compute_gae(
             b["rewards"], b["values"], b["dones"], last_value, cfg.gamma, cfg.gae_lambda

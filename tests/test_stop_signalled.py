@@ -33,7 +33,8 @@ def long_reaction(tmp_path_factory):
 
 
 def _start(launcher: Path, *args: str, **env: str) -> subprocess.Popen:
-    """``launcher`` in a process group of its own (a Ctrl-C reaches the whole group)."""
+    """``launcher`` in a process group of its own (a Ctrl-C reaches the whole group), with
+    SIGINT handled as from a terminal (a background job would pass it on ignored)."""
     return subprocess.Popen(
         [str(launcher), *args],
         stdout=subprocess.PIPE,
@@ -41,6 +42,7 @@ def _start(launcher: Path, *args: str, **env: str) -> subprocess.Popen:
         text=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1", **env),
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
