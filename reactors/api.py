@@ -1,8 +1,9 @@
 """What generated modules import with ``from reactors.api import *`` (spec §2.1, §2.7).
 
 ``lf`` is the namespace of runtime calls (``lf.time.logical()``, ``lf.tag()``,
-``lf.request_stop()``, ``lf.stop_signalled()``...); the other names are the time helpers and classes reaction code
-uses directly. Calls that need the running program read :data:`reactors.context.CTX`.
+``lf.request_stop()``, ``lf.stop_signalled()``...); the other names are the time helpers and
+classes reaction code uses directly. Calls that need the running program read
+:data:`reactors.context.CTX`.
 """
 
 from __future__ import annotations

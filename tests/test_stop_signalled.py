@@ -139,7 +139,7 @@ def _update_with(stop, monkeypatch) -> tuple[int, dict]:
     )
     done = []
     minibatch = learner._minibatch
-    monkeypatch.setattr(learner, "_minibatch", lambda d, idx: done.append(1) or minibatch(d, idx))
+    monkeypatch.setattr(learner, "_minibatch", lambda *a: done.append(1) or minibatch(*a))
     actor = PPOActor(np.random.default_rng(2))
     actor.load(learner.weights())
     steps, record = [group.reset()], None
