@@ -1,8 +1,9 @@
 """What generated modules import with ``from reactors.api import *`` (spec §2.1, §2.7).
 
 ``lf`` is the namespace of runtime calls (``lf.time.logical()``, ``lf.tag()``,
-``lf.request_stop()``...); the other names are the time helpers and classes reaction code
-uses directly. Calls that need the running program read :data:`reactors.context.CTX`.
+``lf.request_stop()``, ``lf.stop_signalled()``...); the other names are the time helpers and
+classes reaction code uses directly. Calls that need the running program read
+:data:`reactors.context.CTX`.
 """
 
 from __future__ import annotations
@@ -78,6 +79,15 @@ def request_stop() -> None:
     CTX.sched.request_stop()
 
 
+def stop_signalled() -> bool:
+    """Whether a signal (Ctrl-C, SIGTERM, SIGHUP) asked the run to stop: it stops at the next
+    tag, after its shutdown reactions, so a reaction in a long computation (a learner's
+    update) may cut it short and return; what the current tag computes after the signal is
+    not part of the run's determinism. A read of one flag (from any thread). Always False
+    in a run that records or replays."""
+    return CTX.sched.stop_signalled()
+
+
 def get_fed_maxwait() -> NoReturn:
     """Federated execution only: always raises RuntimeError (spec §2.7)."""
     raise RuntimeError("get_fed_maxwait() is only available in a decentralized federated program")
@@ -130,6 +140,7 @@ class _LF:
     Tag = Tag
     tag_compare = staticmethod(tag_compare)
     request_stop = staticmethod(request_stop)
+    stop_signalled = staticmethod(stop_signalled)
     get_fed_maxwait = staticmethod(get_fed_maxwait)
     set_fed_maxwait = staticmethod(set_fed_maxwait)
 

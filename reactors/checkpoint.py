@@ -1,7 +1,8 @@
 """Checkpoints of a whole program (``--checkpoint-every``, ``--checkpoint-every-tags``) and
 resuming from one (``--resume``).
 
-**When.** After a tag completes (not the last one): with ``--checkpoint-every-tags N``, after
+**When.** After a tag completes (not the last one, nor one after a signal asked the run to
+stop: its reactions may have cut their work short): with ``--checkpoint-every-tags N``, after
 every N-th tag of the run (counted from the start tag, resumed runs included); with
 ``--checkpoint-every N UNIT``, after the first tag at or past each multiple of that logical
 time since the start. What a snapshot holds is described in :mod:`reactors.snapshot`.
@@ -37,6 +38,7 @@ attributes (open files, threads).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -305,8 +307,8 @@ class Checkpointer:
             self.skip = False
             return
         self.tags += 1
-        if not self._due(sched.engine):
-            return
+        if not self._due(sched.engine) or sched.stop_signalled():
+            return  # after a signal, reactions may have cut their work short: nothing to resume
         blob = pickle.dumps(capture(sched, self.instances, self.ports, self.warned), protocol=5)
         manifest = self._manifest(sched.engine)
         if self.workers == 1:
@@ -333,14 +335,21 @@ class Checkpointer:
         self.mark = self.resumed_at // every if every else 0
         check_savable(self.instances)
 
-    def combine(self) -> None:
+    def combine(self, signalled: bool = False) -> None:
         """Worker 0, once every worker reported the tag done: join the parts of the pending
-        snapshot into its file (nothing if none is pending)."""
+        snapshot into its file (nothing if none is pending). ``signalled``: a signal asked
+        the run to stop (:meth:`reactors.scheduler.Scheduler.stop_signalled`), so some worker
+        may have skipped its part: the parts written are removed instead."""
         manifest = self.pending
         if manifest is None:
             return
         self.pending = None
         paths = [self._part_path(manifest["tags"], w) for w in range(self.workers)]
+        if signalled:
+            for p in paths:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+            return
         blobs = []
         for p in paths:
             with open(p, "rb") as f:

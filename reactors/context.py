@@ -33,6 +33,8 @@ class RunningScheduler(Protocol):
 
     def request_stop(self) -> None: ...
 
+    def stop_signalled(self) -> bool: ...
+
     def physical_time(self) -> int: ...
 
 
@@ -50,6 +52,11 @@ class Idle:
 
     def request_stop(self) -> None:
         """Nothing to stop yet."""
+
+    @staticmethod
+    def stop_signalled() -> bool:
+        """No run, no signal to stop it."""
+        return False
 
     @staticmethod
     def physical_time() -> int:

@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
@@ -512,7 +513,7 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
         return 1
     calibrator = _calibrator(sched, graph, opts)
     saved = catch_stop_signals()  # a hard stop until the run starts
-    stop = StopSignals(lambda _status: sched.engine.post((None,)), log)
+    stop = StopSignals(partial(_signalled, sched), log)
     finished = False
     try:
         attach(sched, graph, opts, None, program.ports)
@@ -545,6 +546,13 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
     finally:
         restore_signals(saved)
     return stop.status or 0
+
+
+def _signalled(sched: Scheduler, status: int) -> None:
+    """A signal asked the one-worker run ``sched`` to stop (``status``: 128 + its number):
+    say so to ``lf.stop_signalled()``, then stop at the next tag."""
+    sched.signalled = status
+    sched.engine.post((None,))
 
 
 def _calibrator(sched: Scheduler, graph: Program, opts: Options) -> Calibrator | None:

@@ -15,6 +15,8 @@ unlinking the segments of its run.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import gc
 import importlib.util
@@ -25,8 +27,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from multiprocessing import reduction
+from multiprocessing import reduction, resource_tracker
 from multiprocessing.process import BaseProcess
 from types import ModuleType
 from typing import Any
@@ -45,6 +48,7 @@ from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
 from .worker import Aborted
 from .worker_life import report_failure, worker_main
 
+_SUPERVISED = frozenset({signal.SIGINT, signal.SIGHUP})  # handled by the supervisor alone
 SPIN_NS = 300_000  # poll this long before blocking (while the cores are free), ns
 _GRACE_S = 2.0  # how long stopped workers get to exit before SIGTERM, then SIGKILL
 _EXIT_S = 60.0  # how long finished workers get to write their records and exit
@@ -123,27 +127,31 @@ class ProcessTransport:
         self.procs: list[BaseProcess] = []
 
     def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
-        """Spawn one process per worker (each kept as soon as it runs)."""
+        """Spawn one process per worker (each kept as soon as it runs). The workers start
+        with SIGINT and SIGHUP blocked: a Ctrl-C to the process group while a worker still
+        imports the program is the supervisor's to handle."""
         ctx = mp.get_context("spawn")
         path = os.path.abspath(module.__file__ or "")
         level = graph.target.logging or DEFAULTS.logging
         fds = [_Fd(f) for f in self.fds]
-        for w in range(self.plan.workers):
-            spec = _Spec(
-                path,
-                module.__name__,
-                graph,
-                self.plan,
-                w,
-                self.prefix,
-                fds,
-                opts,
-                level,
-                os.getpid(),
-            )
-            p = ctx.Process(target=_child, args=(spec,), name=f"lf-worker-{w}", daemon=True)
-            p.start()
-            self.procs.append(p)
+        resource_tracker.ensure_running()  # started by a spawn, it would unblock SIGINT there
+        with _blocked(_SUPERVISED):
+            for w in range(self.plan.workers):
+                spec = _Spec(
+                    path,
+                    module.__name__,
+                    graph,
+                    self.plan,
+                    w,
+                    self.prefix,
+                    fds,
+                    opts,
+                    level,
+                    os.getpid(),
+                )
+                p = ctx.Process(target=_child, args=(spec,), name=f"lf-worker-{w}", daemon=True)
+                p.start()
+                self.procs.append(p)
 
     def watch(self) -> tuple[Bell, Idle]:
         """The supervisor's eventfd, polled with the workers' process sentinels."""
@@ -256,10 +264,22 @@ def _import(path: str, name: str) -> ModuleType:
     return mod
 
 
+@contextlib.contextmanager
+def _blocked(signals: frozenset[int]) -> Iterator[None]:
+    """Block ``signals`` in the calling thread meanwhile (processes it starts inherit the
+    mask); those that came are delivered on leaving."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _child(spec: _Spec) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so does it a hang-up
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SUPERVISED)  # blocked since the spawn
     _end_with_parent(spec)
     try:
         seg = Segment(spec.prefix + "ctl")
@@ -287,6 +307,7 @@ def _child(spec: _Spec) -> None:
         asked = ctl.cells[STOP_ASKED]
         ctl.release()
     if asked:  # stopped on a signal: the user waits; skip the interpreter's tear-down
+        atexit._run_exitfuncs()  # rl_algos.salvage, if a hard stop skipped the shutdown
         sys.stderr.flush()
         os._exit(status)
     # let the program's objects go before the interpreter's tear-down, which frees extension

@@ -72,6 +72,7 @@ class Scheduler:
         self.current: Reaction | None = None  # the running reaction that has a deadline, if any
         self.stopping = False  # at the stop tag (shutdown reactions are running)
         self.failed: Reaction | None = None
+        self.signalled = 0  # set by the launcher on a signal: 128 + its number
         self._thread: int | None = None
         # reactors.checkpoint: the snapshots to take (a Checkpointer) and the one to resume
         # from (a Resume), or None
@@ -135,6 +136,17 @@ class Scheduler:
                 self.engine.post((None,))
         else:
             self.engine.request_stop()
+
+    def stop_signalled(self) -> bool:
+        """Whether a signal (Ctrl-C, SIGTERM, SIGHUP) asked this run to stop: it ends at the
+        next tag, so a reaction may cut long work short (``lf.stop_signalled()``); what it
+        computes then is not part of the run's determinism. Always False in a run that records
+        or replays (the signal is not on the recording)."""
+        return self._signal() != 0 and self.engine.tape is None
+
+    def _signal(self) -> int:
+        """The exit status the signal's stop gives (128 + its number), or 0."""
+        return self.signalled
 
     def physical_time(self) -> int:
         """Physical time (ns since the epoch) as reaction code reads it (a replay answers

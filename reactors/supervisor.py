@@ -5,7 +5,8 @@ It starts the workers, then waits in the kernel (:func:`supervise`) for the end 
 worker's failure (the worker reported it; its status is the exit status) or a dead worker (the
 transport's idle check raises :class:`reactors.transport.WorkerDied`; status 1). Ctrl-C,
 SIGTERM or SIGHUP asks the coordinator to stop at the next tag (:func:`ask_stop`; the shutdown
-reactions run) and the run ends with status 130, 143 or 129; a second one stops it at once.
+reactions run) and the run ends with status 130, 143 or 129; a second one stops it at once, and
+so does the first one while the workers are still starting (no reaction ran).
 Every exit path ends the same way: workers are told to stop (:func:`stop_workers`), joined
 (forced if they do not exit), the last tag's pending output is printed, and the transport's
 resources are released and unlinked; a further Ctrl-C, SIGTERM or SIGHUP cannot cut that
@@ -35,7 +36,7 @@ from .output import output_readers
 from .plan import Plan
 from .program import Program
 from .records import cut_tag, merge_records
-from .sync import ABORT, FAILS, FINISHED, PRINTED, STATE, STOP_ASKED, Control
+from .sync import ABORT, FAILS, FINISHED, PRINTED, STARTING, STATE, STOP_ASKED, Control
 from .transport import Bell, Idle, Transport, Waker, WorkerDied
 
 STATUS_INTERRUPTED = 130  # 128 + SIGINT
@@ -54,10 +55,12 @@ def run(
     marker = load_failure_marker(os.getpid())
     _remove(marker)  # left by an earlier process of this pid
     old = catch_stop_signals()  # a hard stop until the workers run
-    stop = StopSignals(lambda code: ask_stop(ctl, transport.worker_bells(), code), log)
+    wakers: list[Waker] = []  # whom a stop on a signal wakes: the workers, then the supervisor
+    stop = StopSignals(lambda code: ask_stop(ctl, wakers, code), log)
     try:
         transport.start(module, graph, opts, log)
         bell, idle = transport.watch()
+        wakers[:] = [*transport.worker_bells(), bell]
         with stop:
             status = supervise(ctl, bell, idle)
         transport.join()
@@ -114,12 +117,16 @@ def supervise(ctl: Control, bell: Bell, idle: Idle | None = None) -> int:
     """What the program's own process (or main thread) does while workers run: wait, in the
     kernel, for the end of the run (0), a failure (raises
     :class:`reactors.coordinator.WorkerFailed`), or whatever ``idle(ready_fds)`` raises
-    (dead workers). KeyboardInterrupt and other signals' exceptions propagate."""
+    (dead workers). KeyboardInterrupt and other signals' exceptions propagate; a stop asked
+    on a signal before the first tag (workers still starting: no reaction ran, none is owed)
+    raises :class:`reactors.errors.Signalled` at once."""
     cells = ctl.cells
     while True:
         bell.clear()
         if cells[STATE] == FINISHED:
             return 0
+        if cells[STOP_ASKED] and cells[STATE] == STARTING:
+            raise Signalled(cells[STOP_ASKED], "stopped before the first tag")
         if cells[FAILS]:
             f = failure(ctl)  # FAILS is written after the worker's STATUS
             if f is not None:
@@ -129,12 +136,15 @@ def supervise(ctl: Control, bell: Bell, idle: Idle | None = None) -> int:
             idle(ready)
 
 
-def ask_stop(ctl: Control, bells: Sequence[Waker], status: int) -> None:
-    """Ask the coordinator (worker 0, woken by ``bells[0]``; in a free-running run, every
-    worker at the end of its tag) to stop the run at the next tag, as ``request_stop()`` does; ``status``: the exit status the run will end with (128 + a
-    signal's number), which workers give to an ``exit()`` of the shutdown reactions."""
+def ask_stop(ctl: Control, wakers: Sequence[Waker], status: int) -> None:
+    """Ask the coordinator (worker 0, woken by ``wakers[0]``; in a free-running run, every
+    worker at the end of its tag) to stop the run at the next tag, as ``request_stop()``
+    does, and wake the supervisor (``wakers[-1]``, :func:`supervise`); ``status``: the exit
+    status the run will end with (128 + a signal's number), which workers give to an
+    ``exit()`` of the shutdown reactions."""
     ctl.cells[STOP_ASKED] = status
-    bells[0].ring()
+    wakers[0].ring()
+    wakers[-1].ring()
 
 
 def stop_workers(ctl: Control, bells: Sequence[Waker]) -> None:

@@ -183,6 +183,9 @@ class WorkerScheduler(Scheduler):
             [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
         ]
 
+    def _signal(self) -> int:
+        return self.cells[STOP_ASKED]  # written by the supervisor
+
     # ------------------------------------------------------------------ the run
 
     def run(self) -> None:
@@ -213,7 +216,7 @@ class WorkerScheduler(Scheduler):
                     if coord is not None:
                         coord.complete(self.seq, final)
                         if checkpoint is not None:
-                            checkpoint.combine()  # every worker wrote its part
+                            checkpoint.combine(self.stop_signalled())  # every worker's part
                     if final:
                         break
                     self._agree()
@@ -221,7 +224,7 @@ class WorkerScheduler(Scheduler):
                 if coord is not None:
                     coord.step()
                     if checkpoint is not None:
-                        checkpoint.combine()
+                        checkpoint.combine(self.stop_signalled())
                 if final:
                     break
                 self._await_go(self.seq + 1)

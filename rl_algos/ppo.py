@@ -23,6 +23,7 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -79,6 +80,11 @@ class ActRecord:
     actions: np.ndarray
     logp: np.ndarray
     values: np.ndarray
+
+
+def never() -> bool:
+    """The default ``stop`` of :meth:`PPOLearner.update`: never asked to stop."""
+    return False
 
 
 def sample_categorical(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -215,13 +221,16 @@ class PPOLearner:
             "updates": self.updates,
         }
 
-    def observe(self, env_steps: list[EnvStep], record: ActRecord | None) -> Weights | None:
+    def observe(
+        self, env_steps: list[EnvStep], record: ActRecord | None, stop: Callable[[], bool] = never
+    ) -> Weights | None:
         """Take one tag's data; returns new Weights after an update, else None.
 
         ``env_steps``: the EnvSteps of every environment group at this tag (group order),
         the result of the actions in ``record``; ``record``: what the policy did on the
-        previous observations (None at the first tag). A time-limit truncation is
-        bootstrapped: gamma * V(final observation) is added to its reward.
+        previous observations (None at the first tag); ``stop``: see :meth:`update`. A
+        time-limit truncation is bootstrapped: gamma * V(final observation) is added to its
+        reward.
         """
         step = concat_steps(env_steps)
         if not self.buf:
@@ -243,7 +252,7 @@ class PPOLearner:
             self.env_steps += len(reward)
         update = self.t == self.cfg.num_steps
         if update:
-            self.update(self.value(step.obs))
+            self.update(self.value(step.obs), stop)
             self.t = 0
         self.buf["obs"][self.t] = step.obs
         return self.weights() if update else None
@@ -269,8 +278,10 @@ class PPOLearner:
             "dones": np.zeros((t, e), bool),
         }
 
-    def update(self, last_value: np.ndarray) -> dict:
-        """K epochs of minibatch updates on the full rollout; returns mean statistics."""
+    def update(self, last_value: np.ndarray, stop: Callable[[], bool] = never) -> dict:
+        """K epochs of minibatch updates on the full rollout; returns mean statistics.
+        ``stop`` is asked after each minibatch: once it answers True (a signal is ending the
+        run), the update ends there, with the statistics of the minibatches done."""
         cfg, b = self.cfg, self.buf
         adv, ret = compute_gae(
             b["rewards"], b["values"], b["dones"], last_value, cfg.gamma, cfg.gae_lambda
@@ -291,13 +302,15 @@ class PPOLearner:
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
             self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
-        sums = np.zeros(5)
+        sums, count = np.zeros(5), 0
         for epoch in range(cfg.update_epochs):
             for start in range(0, n, cfg.minibatch_size):
+                if count and stop():
+                    break
                 idx = d["perms"][epoch, start : start + cfg.minibatch_size]
                 sums += self._minibatch(d, idx)
+                count += 1
         self.updates += 1
-        count = cfg.update_epochs * -(-n // cfg.minibatch_size)
         names = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
         self.stats = dict(zip(names, sums / count))
         return self.stats

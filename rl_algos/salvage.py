@@ -4,7 +4,8 @@ Ctrl-C, SIGTERM or a failing reaction end a run at once: shutdown reactions do n
 learner's ``model.pt`` and a logger's ``learning_curve.png`` would be lost. A reactor that
 writes such files at shutdown also registers a :class:`Salvage` when it starts: its function
 runs when the reactor's process exits (Python's ``atexit``, which every backend reaches after
-a stop: the one-worker launcher returns its status, worker processes end with ``sys.exit``,
+a stop: the one-worker launcher returns its status, worker processes end with ``sys.exit`` or,
+stopped on a signal, run the ``atexit`` functions before skipping the interpreter's tear-down,
 worker threads end before their process), unless the shutdown reaction cancelled it after
 writing the files itself. Functions run in the order they were registered; one that raises
 is reported on stderr and the others still run. The exit status of the run is unchanged.

@@ -275,8 +275,10 @@ def test_a_shutdown_reaction_that_does_not_return_is_cut_after_the_grace_period(
 
 def test_interrupting_an_rl_run_is_said_at_once_and_ends_promptly(tmp_path):
     """The real CartPolePPO on two workers, interrupted while it trains: the message comes
-    at once; the shutdown reactions (the logger's plot and summary, the learner's checkpoint)
-    run, within the runtime's grace period, and every finished episode is in returns.csv."""
+    at once; the learner's update in progress ends after its minibatch
+    (``lf.stop_signalled()``), the shutdown reactions (the logger's plot and summary, the
+    learner's checkpoint) run, and the program is out well within a second on an idle machine
+    (0.3-0.6 s at load 5-7 on 2 cores); every finished episode is in returns.csv."""
     launcher = build(HERE.parent / "lf_src" / "CartPolePPO.lf", tmp_path / "out")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = subprocess.Popen(
@@ -311,8 +313,10 @@ def test_interrupting_an_rl_run_is_said_at_once_and_ends_promptly(tmp_path):
     said = [t - t0 for t, line in lines if "---- Interrupted (Ctrl-C); stopping." in line]
     assert p.returncode == 130, lines
     assert len(said) == 1 and said[0] < 0.5, lines
-    assert t1 - t0 < 3.5, lines  # at most the grace period (2 s) and the workers' forced end
+    assert t1 - t0 < 2.0, lines  # 1 s and a margin for a loaded CI machine
     runs = list((tmp_path / "runs" / "CartPolePPO").iterdir())
     rows = (runs[0] / "returns.csv").read_text().splitlines()
     assert len(rows) > 1, rows
+    assert (runs[0] / "model.pt").stat().st_size > 0
+    assert (runs[0] / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not _segments(p.pid)
