@@ -181,11 +181,10 @@ class PPOLearner:
         g = torch_generator(torch_seed)
         net = actor_critic(obs_space.shape, action_space, cfg.hidden, cfg.activation, g)
         self.net = net.to(self.device)
-        self.params = list(self.net.parameters())  # what the optimiser and the norm clip see
         self.continuous = isinstance(net, GaussianActorCritic)
         self.action_dim = int(np.prod(action_space.shape or ()))  # 1 for a Discrete space
         self.opt = torch.optim.Adam(
-            self.params, lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
+            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
         )  # one kernel per step
         self.obs_space = obs_space
         self.buf: dict[str, np.ndarray] = {}  # rollout arrays, allocated on the first observation
@@ -194,6 +193,12 @@ class PPOLearner:
         self.updates = 0
         self.stats: dict[str, float] = {}
         self.obs_stats: ObsStats | None = None
+
+    @property
+    def params(self) -> list[torch.Tensor]:
+        """The network's parameters in the optimiser's list (the norm clip reads it without
+        walking the modules)."""
+        return self.opt.param_groups[0]["params"]
 
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
@@ -310,29 +315,32 @@ class PPOLearner:
         that a whole update reads them back at once."""
         cfg = self.cfg
 
-        def rows(name: str) -> torch.Tensor:  # a plain copy of the rows idx
+        def take(name: str) -> torch.Tensor:  # a plain copy of the rows idx
             return d[name].index_select(0, idx)
 
-        out, value = self.net(rows("obs"))
-        logp, entropy = self._logp_entropy(out, rows("actions"))
-        log_ratio = logp - rows("logp")
+        out, value = self.net(take("obs"))
+        logp, entropy = self._logp_entropy(out, take("actions"))
+        log_ratio = logp - take("logp")
         ratio = log_ratio.exp()
-        adv = rows("adv")
+        adv = take("adv")
         if cfg.norm_adv and len(idx) > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         neg_adv = -adv
         pg_loss = torch.max(neg_adv * ratio, neg_adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-        v_loss = 0.5 * F.mse_loss(value, rows("ret"))
-        loss = pg_loss + cfg.vf_coef * v_loss
-        if cfg.ent_coef:  # a zero coefficient adds nothing: its gradient is not computed
-            loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+        v_loss = 0.5 * F.mse_loss(value, take("ret"))
+        value_term = cfg.vf_coef * v_loss
+        if cfg.ent_coef:
+            loss = pg_loss - cfg.ent_coef * entropy + value_term
+        else:  # a zero coefficient adds nothing: its gradient is not computed
+            loss = pg_loss + value_term
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
         self.opt.step()
         with torch.no_grad():
-            kl = ((ratio - 1) - log_ratio).mean()
-            clipfrac = ((ratio - 1).abs() > clip).float().mean()
+            excess = ratio - 1
+            kl = (excess - log_ratio).mean()
+            clipfrac = (excess.abs() > clip).float().mean()
             return torch.stack([pg_loss, v_loss, entropy, kl, clipfrac])
 
     def _logp_entropy(
