@@ -60,6 +60,7 @@ class PPOConfig:
     update_epochs: int = 10  # K epochs per rollout
     minibatch_size: int = 64  # transitions per minibatch
     clip_coef: float = 0.2  # epsilon of the clipped ratio
+    anneal_clip: bool = False  # epsilon linearly to 0 over total_steps, as the learning rate
     vf_coef: float = 1.0  # c1
     ent_coef: float = 0.0  # c2
     max_grad_norm: float = 0.5  # global gradient-norm clip (baselines)
@@ -199,6 +200,12 @@ class PPOLearner:
         self.stats: dict[str, float] = {}
         self.obs_stats: ObsStats | None = None
 
+    @property
+    def params(self) -> list[torch.Tensor]:
+        """The network's parameters in the optimiser's list (the norm clip reads it without
+        walking the modules)."""
+        return self.opt.param_groups[0]["params"]
+
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
         return export_weights(self.net, kind_of(self.net), self.updates)
@@ -299,44 +306,55 @@ class PPOLearner:
             },
             self.device,
         )
+        frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
         if cfg.anneal_lr:
-            frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
             self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
-        sums, count = np.zeros(5), 0
+        clip = frac * cfg.clip_coef if cfg.anneal_clip else cfg.clip_coef
+        rows: list[torch.Tensor] = []
         for epoch in range(cfg.update_epochs):
             for start in range(0, n, cfg.minibatch_size):
-                if count and stop():
+                if rows and stop():
                     break
                 idx = d["perms"][epoch, start : start + cfg.minibatch_size]
-                sums += self._minibatch(d, idx)
-                count += 1
+                rows.append(self._minibatch(d, idx, clip))
         self.updates += 1
         names = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
-        self.stats = dict(zip(names, sums / count))
+        self.stats = dict(zip(names, mean_rows(torch.stack(rows))))
         return self.stats
 
-    def _minibatch(self, d: dict, idx: torch.Tensor):
+    def _minibatch(self, d: dict, idx: torch.Tensor, clip: float) -> torch.Tensor:
+        """One Adam step on the transitions ``idx`` of the rollout ``d`` with the ratio
+        clipped to 1 +- ``clip``; returns its (5,) float32 statistics, left as a tensor so
+        that a whole update reads them back at once."""
         cfg = self.cfg
-        out, value = self.net(d["obs"][idx])
-        logp, entropy = self._logp_entropy(out, d["actions"][idx])
-        log_ratio = logp - d["logp"][idx]
+
+        def take(name: str) -> torch.Tensor:  # a plain copy of the rows idx
+            return d[name].index_select(0, idx)
+
+        out, value = self.net(take("obs"))
+        logp, entropy = self._logp_entropy(out, take("actions"))
+        log_ratio = logp - take("logp")
         ratio = log_ratio.exp()
-        adv = d["adv"][idx]
+        adv = take("adv")
         if cfg.norm_adv and len(idx) > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(
-            -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
-        ).mean()
-        v_loss = 0.5 * F.mse_loss(value, d["ret"][idx])
-        loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+        neg_adv = -adv
+        pg_loss = torch.max(neg_adv * ratio, neg_adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+        v_loss = 0.5 * F.mse_loss(value, take("ret"))
+        value_term = cfg.vf_coef * v_loss
+        if cfg.ent_coef:
+            loss = pg_loss - cfg.ent_coef * entropy + value_term
+        else:  # a zero coefficient adds nothing: its gradient is not computed
+            loss = pg_loss + value_term
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
         self.opt.step()
         with torch.no_grad():
-            kl = ((ratio - 1) - log_ratio).mean()
-            clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
-        return np.array([pg_loss.item(), v_loss.item(), entropy.item(), kl.item(), clipfrac.item()])
+            excess = ratio - 1
+            kl = (excess - log_ratio).mean()
+            clipfrac = (excess.abs() > clip).float().mean()
+            return torch.stack([pg_loss, v_loss, entropy, kl, clipfrac])
 
     def _logp_entropy(
         self, out: torch.Tensor, actions: torch.Tensor
@@ -349,3 +367,10 @@ class PPOLearner:
         logp_all = torch.log_softmax(out, dim=-1)
         logp = logp_all.gather(1, actions[:, None]).squeeze(1)
         return logp, -(logp_all.exp() * logp_all).sum(-1).mean()
+
+
+def mean_rows(rows: torch.Tensor) -> np.ndarray:
+    """The mean of the (K, S) float32 statistics of K minibatches, (S,) float64, summed in
+    float64 one row after another (the order fixes the result's last bits)."""
+    values = rows.cpu().numpy().astype(np.float64)
+    return np.cumsum(values, axis=0)[-1] / len(values)

@@ -1,0 +1,86 @@
+"""The PPO learner's update (rl_algos.ppo): the clip range annealed like the learning rate
+(``anneal_clip``), the statistics of a whole update, and the entropy term that a zero
+coefficient leaves out of the gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+gym = pytest.importorskip("gymnasium")
+
+from rl_algos.envs import EnvGroup  # noqa: E402
+from rl_algos.ppo import PPOActor, PPOConfig, PPOLearner, mean_rows  # noqa: E402
+
+
+def learner_after_rollout(**hparams: object) -> tuple[PPOLearner, list[float]]:
+    """A CartPole learner (8 environments, rollouts of 8 steps) that has taken one rollout and
+    one update, and the clip range each of its minibatches used."""
+    cfg = PPOConfig(num_steps=8, minibatch_size=32, update_epochs=2, device="cpu", **hparams)
+    group = EnvGroup("CartPole-v1", 8, np.random.default_rng(0))
+    learner = PPOLearner(
+        cfg, group.observation_space, group.action_space, np.random.default_rng(1), 3
+    )
+    clips: list[float] = []
+    minibatch = learner._minibatch
+
+    def spy(d: dict, idx: torch.Tensor, clip: float) -> torch.Tensor:
+        clips.append(clip)
+        return minibatch(d, idx, clip)
+
+    learner._minibatch = spy  # type: ignore[method-assign]
+    actor = PPOActor(np.random.default_rng(2))
+    actor.load(learner.weights())
+    steps, record = [group.reset()], None
+    for _ in range(cfg.num_steps + 1):
+        learner.observe(steps, record)
+        record = actor.act(steps[0].obs)
+        steps = [group.step(record.actions)]
+    assert learner.updates == 1
+    return learner, clips
+
+
+def test_clip_range_anneals_with_the_steps_taken():
+    """With anneal_clip, epsilon is clip_coef * (1 - env_steps / total_steps), as the
+    learning rate with anneal_lr; both at the same fraction."""
+    learner, clips = learner_after_rollout(
+        anneal_clip=True, anneal_lr=True, clip_coef=0.2, learning_rate=1e-3, total_steps=256
+    )
+    frac = 1 - 64 / 256  # one rollout of 8 steps in 8 environments
+    assert clips == [pytest.approx(0.2 * frac)] * 4  # 2 epochs x 2 minibatches
+    assert learner.opt.param_groups[0]["lr"] == pytest.approx(1e-3 * frac)
+
+
+def test_clip_range_stays_without_anneal_clip():
+    learner, clips = learner_after_rollout(anneal_lr=True, clip_coef=0.2, total_steps=256)
+    assert clips == [0.2] * 4
+    assert learner.cfg.anneal_clip is False
+
+
+def test_annealed_clip_never_goes_below_zero():
+    _, clips = learner_after_rollout(anneal_clip=True, clip_coef=0.2, total_steps=32)
+    assert clips == [0.0] * 4
+
+
+def test_statistics_are_the_mean_over_the_minibatches():
+    learner, _ = learner_after_rollout()
+    assert set(learner.stats) == {"pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"}
+    assert all(isinstance(v, float) and np.isfinite(v) for v in learner.stats.values())
+    assert 0.0 <= learner.stats["clipfrac"] <= 1.0
+
+
+def test_mean_rows_sums_in_float64_row_by_row():
+    rows = torch.tensor([[1e8, 1.0], [1.0, 2.0], [-1e8, 3.0]], dtype=torch.float32)
+    mean = mean_rows(rows)
+    assert mean.dtype == np.float64
+    assert mean.tolist() == [(1e8 + 1.0 - 1e8) / 3, 2.0]
+
+
+def test_zero_entropy_coefficient_leaves_the_gradient_unchanged():
+    """ent_coef 0 drops the entropy term from the loss: the weights after an update are those
+    of a coefficient so small that its term rounds away, bit for bit."""
+    zero, _ = learner_after_rollout(ent_coef=0.0)
+    tiny, _ = learner_after_rollout(ent_coef=1e-30)
+    for a, b in zip(zero.params, tiny.params):
+        assert torch.equal(a, b)
