@@ -86,6 +86,22 @@ def run_in_folder(
     return proc, runs[0]
 
 
+def child_pids(pid: int) -> set[int]:
+    """The process ids of the children of process ``pid`` (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(x) for x in f.read().split()}
+    except OSError:
+        return set()
+
+
+def lf_rl_eval(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """``lf-rl eval RUN_DIR ARGS`` of this checkout, as a user runs it (text output)."""
+    cmd = [sys.executable, "-m", "rl_algos.cli", "eval", str(run_dir), *args]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
 @pytest.fixture
 def build_and_run(tmp_path):
     def go(lf_file: Path, *args: str, timeout: float = 60):

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, build, run_in_folder, run_program
+from conftest import ROOT, build, lf_rl_eval, run_in_folder, run_program
 
 torch = pytest.importorskip("torch")
 gym = pytest.importorskip("gymnasium")
@@ -281,10 +279,7 @@ def test_pendulum_ppo_is_deterministic_and_evaluates(tmp_path):
     net, env_id, scaling = load_policy(str(d1 / "model.pt"))
     assert isinstance(net, GaussianActorCritic) and env_id == "Pendulum-v1"
     assert scaling is not None and scaling.count == pytest.approx(500 + 4, abs=1e-3)
-    cmd = [sys.executable, "-m", "rl_algos.cli", "eval", str(d1), "--episodes", "2"]
-    r = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT))
-    )
+    r = lf_rl_eval(d1, "--episodes", "2")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Pendulum-v1: mean return ") and "over 2 episodes" in r.stdout
     result = json.loads((d1 / "eval.json").read_text())

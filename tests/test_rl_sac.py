@@ -6,13 +6,10 @@ the same on one and two workers, its model evaluated by ``lf-rl eval``."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, build, run_in_folder
+from conftest import ROOT, build, lf_rl_eval, run_in_folder
 
 torch = pytest.importorskip("torch")
 gym = pytest.importorskip("gymnasium")
@@ -124,10 +121,7 @@ def test_pendulum_sac_learns_logs_and_evaluates(tmp_path):
     assert {line.split(",")[1] for line in losses[1:]} == set(SAC_TAGS.values())
     net, env_id, _ = load_policy(str(d1 / "model.pt"))
     assert isinstance(net, SquashedGaussianActor) and env_id == "Pendulum-v1"
-    cmd = [sys.executable, "-m", "rl_algos.cli", "eval", str(d1), "--episodes", "2"]
-    r = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT))
-    )
+    r = lf_rl_eval(d1, "--episodes", "2")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Pendulum-v1: mean return ") and "over 2 episodes" in r.stdout
     result = json.loads((d1 / "eval.json").read_text())

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import build
+from conftest import build, child_pids
 
 from reactors import launch, shm
 
@@ -77,21 +77,13 @@ def test_unwritable_digest_is_refused_at_start(chatter, tmp_path, workers, where
     assert not _segments(p.pid)
 
 
-def _children(pid: int) -> set[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return {int(x) for x in f.read().split()}
-    except OSError:
-        return set()
-
-
 def _workers(p: subprocess.Popen, count: int) -> set[int]:
     """The worker processes of ``p`` once ``count`` of them print (spawn's resource helper
     aside, they are its children running the program)."""
     deadline = time.monotonic() + 20
     kids: set[int] = set()
     while time.monotonic() < deadline:
-        kids = _children(p.pid)
+        kids = child_pids(p.pid)
         if len(kids) >= count and p.stdout.readline():
             return kids
         time.sleep(0.05)
@@ -113,7 +105,7 @@ def test_workers_end_with_their_parent(chatter, sig):
             time.sleep(0.02)
         alive = [k for k in kids if os.path.exists(f"/proc/{k}")]
     finally:
-        for k in _children(p.pid) | kids:
+        for k in child_pids(p.pid) | kids:
             try:
                 os.kill(k, signal.SIGKILL)
             except OSError:

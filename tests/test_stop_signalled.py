@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import build
+from conftest import build, child_pids
 
 HERE = Path(__file__).resolve().parent
 LONG = HERE / "fault_fixtures" / "LongReaction.lf"
@@ -56,14 +56,6 @@ def _ctrl_c(p: subprocess.Popen) -> tuple[float, str, str]:
     finally:
         p.kill()
     return time.monotonic() - t0, out, err
-
-
-def _children(pid: int) -> set[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return {int(x) for x in f.read().split()}
-    except OSError:
-        return set()
 
 
 def _gone(pids: set[int], within_s: float = 5.0) -> bool:
@@ -112,7 +104,7 @@ def test_ctrl_c_while_the_workers_import_the_program_ends_at_once(long_reaction)
         line = p.stderr.readline()
         assert line, said
         said += line
-    children = _children(p.pid)
+    children = child_pids(p.pid)
     took, out, err = _ctrl_c(p)
     assert p.returncode == 130, err
     assert took < BOUND_S, (took, err)
