@@ -13,7 +13,7 @@ SHELL := bash
 # no folder for it ("WARNING: Location 'file:///...' is ignored: it is neither a file nor a
 # directory."); those lines alone are dropped, everything else pip prints stays.
 PIP_NOISE := ^WARNING: Location 'file://[^']*' is ignored: it is neither a file nor a directory\.$$
-DEV_EXTRAS := rl,test,atari
+DEV_EXTRAS := rl,test,atari,cluster
 pip_install = @echo "pip install $(1)"; $(PY) -m pip install -q $(1) 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 
 .PHONY: install build run test lint bench graph clean

@@ -36,6 +36,12 @@ class LaunchError(Exception):
     """The program cannot start: bad command-line options or an unreadable graph."""
 
 
+class ClusterError(Exception):
+    """The cluster named by ``--cluster`` cannot run the program: none is running at the
+    address, it has no room for the workers, or it placed a worker where the run's transport
+    cannot reach it. The message says which and what to do."""
+
+
 class GraphError(LaunchError):
     """graph.json is malformed or does not match the generated module (PROGRAM.md)."""
 

@@ -57,6 +57,8 @@ usage: {prog} [options]
   -k, --keepalive [true|false]            keep running when the event queue is empty
   -w, --workers <n>                       number of workers (0: one per core)
   --backend processes|threads             how workers run when there are several
+  --cluster ray[=<address>]               run the workers as actors of a running Ray cluster
+                                          (address: host:port; default: the local one)
   --digest <file>                         write a digest of every port value at every tag
   --checkpoint-every <n> <units>          snapshot the program every so much logical time
   --checkpoint-every-tags <n>             snapshot the program every n tags
@@ -117,6 +119,7 @@ class Options:
     start_multiple: int = 0
     help: bool = False
     backend: str | None = None  # None: processes on a GIL build, threads without GIL
+    cluster: str | None = None  # the Ray cluster's address ("auto": the running one), or None
     digest: str | None = None  # path of the port-value digest file (reactors.trace)
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
     run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
@@ -176,6 +179,8 @@ def parse_options(
             if not args or args[0] not in ("processes", "threads"):
                 raise LaunchError(f"{a} expects 'processes' or 'threads'")
             o.backend = args.pop(0)
+        elif a == "--cluster" or a.startswith("--cluster="):
+            o.cluster = _cluster(a, args)
         elif a == "--digest":
             o.digest = _path(args, a)
         elif a in ("--record", "--replay"):
@@ -188,7 +193,19 @@ def parse_options(
             o.arguments += (_argument(p, a, args),)
         else:
             raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
+    if o.cluster and o.backend == "threads":
+        raise LaunchError("--cluster runs the workers as processes; drop --backend threads")
     return o
+
+
+def _cluster(opt: str, args: list) -> str:
+    """The Ray address of ``--cluster ray[=ADDRESS]`` (or ``--cluster=ray...``): ``auto``
+    (the cluster running on this machine) without one. Raises LaunchError otherwise."""
+    value = opt.partition("=")[2] if "=" in opt else (args.pop(0) if args else "")
+    engine, _, address = value.partition("=")
+    if engine != "ray" or ("=" in value and not address):
+        raise LaunchError("--cluster expects 'ray' or 'ray=<address>' (e.g. ray=10.0.0.1:6379)")
+    return address or "auto"
 
 
 _CHECKPOINT_OPTIONS = (
@@ -396,6 +413,12 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         workers = parallel.workers_for(graph, workers)
         if workers > 1:
             return parallel.run(module, graph, opts, log, workers)
+    if opts.cluster:
+        log.error(
+            f"--cluster needs two workers or more (-w 2 or more; this run has {workers}): "
+            "its workers become the cluster's actors"
+        )
+        return 1
     return _run(module, graph, opts, log)
 
 

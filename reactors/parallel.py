@@ -13,12 +13,14 @@ only in how workers are started and how the control block, bells and channels ar
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from . import supervisor
+from .errors import ClusterError
 from .log import Log
 from .plan import Plan, make_plan, workers_for
 from .processes import ProcessTransport
@@ -47,13 +49,22 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
     returns the exit status. Raises KeyError for a backend not in :data:`BACKENDS`."""
     backend = opts.backend or default_backend()
     transport = BACKENDS[backend]
+    if getattr(opts, "cluster", None):  # Ray is imported only then
+        from .ray_cluster import RayTransport
+
+        backend = "Ray actors"
+        transport = functools.partial(RayTransport, address=opts.cluster)
     plan = make_plan(graph, workers, getattr(opts, "placement", None))
     log.log(f"---- Running on {workers} workers ({backend})")
     if opts.fast and graph.physical_actions and not opts.replay:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     try:
         chosen = transport(plan)
-    except SharedMemoryFull as e:
+    except (SharedMemoryFull, ClusterError) as e:
         log.error(str(e))
         return 1
-    return supervisor.run(chosen, module, graph, plan, opts, log)
+    try:
+        return supervisor.run(chosen, module, graph, plan, opts, log)
+    except ClusterError as e:  # a worker the cluster could not place or start (cleaned up)
+        log.error(str(e))
+        return 1

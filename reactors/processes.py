@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing import reduction, resource_tracker
 from multiprocessing.process import BaseProcess
@@ -123,8 +123,13 @@ class ProcessTransport:
         assert buf is not None  # an open segment has its buffer
         self.control = Control(buf, n, plan.channels, len(plan.batches))
         self.control.init()
-        self.fds = [FdBell.new() for _ in range(n + 1)]  # one per worker, then the supervisor's
+        self.fds = self._bells(n)
         self.procs: list[BaseProcess] = []
+
+    def _bells(self, n: int) -> list[int]:
+        """The descriptors of the bells: one per worker, then the supervisor's (eventfds
+        that the spawned workers inherit)."""
+        return [FdBell.new() for _ in range(n + 1)]
 
     def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
         """Spawn one process per worker (each kept as soon as it runs). The workers start
@@ -281,15 +286,37 @@ def _child(spec: _Spec) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so does it a hang-up
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SUPERVISED)  # blocked since the spawn
     _end_with_parent(spec)
+    ran = run_worker(spec, [FdBell(f) for f in spec.fds], lambda ctl: _idle(ctl, spec))
+    if ran is None:  # the run already ended
+        sys.exit(1)
+    status, asked = ran
+    if asked:  # stopped on a signal: the user waits; skip the interpreter's tear-down
+        atexit._run_exitfuncs()  # rl_algos.salvage, if a hard stop skipped the shutdown
+        sys.stderr.flush()
+        os._exit(status)
+    # let the program's objects go before the interpreter's tear-down, which frees extension
+    # modules first (ale-py's bindings then report its games as leaked)
+    CTX.sched = context.Idle()
+    gc.collect()
+    sys.exit(status)
+
+
+def run_worker(
+    spec: Any, bells: list[Bell], idle: Callable[[Control], Idle]
+) -> tuple[int, int] | None:
+    """Be worker ``spec.me`` of the run whose control segment is ``spec.prefix + "ctl"``
+    (``spec``: a :class:`_Spec` or one with the same fields), woken by ``bells`` (one per
+    worker, then the supervisor's), with the idle check ``idle(ctl)``. Returns the worker's
+    exit status and the ``STOP_ASKED`` cell at its end (non-zero: stopped on a signal), or
+    None when the run already ended (no control segment)."""
     try:
         seg = Segment(spec.prefix + "ctl")
-    except FileNotFoundError:  # the run already ended
-        sys.exit(1)
+    except FileNotFoundError:
+        return None
     assert seg.buf is not None  # an open segment has its buffer
     ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels, len(spec.plan.batches))
-    bells = [FdBell(f) for f in spec.fds]
     log = Log(spec.logging)
-    end = Endpoint(ctl, bells, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS, _idle(ctl, spec))
+    end = Endpoint(ctl, bells, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS, idle(ctl))
     status = 1
     try:
         module = _import(spec.module_path, spec.module_name)
@@ -306,15 +333,7 @@ def _child(spec: _Spec) -> None:
             sys.stdout.flush()
         asked = ctl.cells[STOP_ASKED]
         ctl.release()
-    if asked:  # stopped on a signal: the user waits; skip the interpreter's tear-down
-        atexit._run_exitfuncs()  # rl_algos.salvage, if a hard stop skipped the shutdown
-        sys.stderr.flush()
-        os._exit(status)
-    # let the program's objects go before the interpreter's tear-down, which frees extension
-    # modules first (ale-py's bindings then report its games as leaked)
-    CTX.sched = context.Idle()
-    gc.collect()
-    sys.exit(status)
+    return status, asked
 
 
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)

@@ -1,0 +1,389 @@
+"""The Ray transport (``--cluster ray[=ADDRESS]``): the workers of a run become actors of a
+running Ray cluster, which places and starts them, and tells when one dies.
+
+Ray does the cluster's work: a placement group of one bundle (1 CPU) per worker, spread over
+the cluster's nodes (strategy ``SPREAD``), one actor per bundle, and the actors' deaths. The
+run itself is that of the processes transport (:mod:`reactors.processes`): the same control
+segment and channel segments in ``/dev/shm``, the same worker life
+(:func:`reactors.processes.run_worker`). So every worker must share memory with the
+supervising process: the Ray nodes of one host (several raylets of ``ray start`` or of
+``ray.cluster_utils.Cluster`` on one machine) qualify; a worker placed on another host is
+refused with a message (values between hosts need a network transport, which this runtime
+does not have yet).
+
+What differs from spawned processes: the bells are FIFOs in ``/dev/shm`` (named with the run's
+prefix, so unlinked with its segments) instead of inherited eventfds; an actor takes the
+supervisor's working directory, environment, ``sys.path`` and standard output and error (through
+``/proc/<pid>/fd``), so a reaction prints and writes files as on one machine; a dead actor is
+noticed from its process (same host: at the supervisor's next wake-up, within 50 ms) or from
+Ray (``ray.wait`` on its call), and the supervisor names the worker, its node and its
+reactors; a worker whose supervisor died unlinks the run's segments and ends. At the end every
+actor is killed and the placement group removed; the driver leaves the cluster (which keeps
+running). Ray is imported only by this module, so only with ``--cluster``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from .errors import ClusterError
+from .log import Log
+from .plan import Plan
+from .processes import ProcessTransport, run_worker
+from .program import Program
+from .shm import unlink_prefix
+from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
+from .target import DEFAULTS
+from .transport import Bell, Idle, WorkerDied
+from .worker import Aborted
+
+_PLACE_S = 30.0  # how long the cluster gets to find room for the workers
+_START_S = 120.0  # how long the actors get to start (a fresh Ray worker imports numpy...)
+_EXIT_S = 60.0  # how long finished workers get to write their records
+_GRACE_S = 2.0  # how long stopped workers get before they are killed
+
+
+class FifoBell(FdBell):
+    """A bell that processes Ray started (not children of the supervisor) can share: a FIFO
+    at ``path``, opened read-write and non-blocking by each side; a ring writes one byte (a
+    full pipe is already rung), a wait polls it, a clear drains it."""
+
+    def __init__(self, path: str, extra: Any = ()):
+        super().__init__(os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC), extra)
+
+    @staticmethod
+    def make(path: str) -> str:
+        """Create the FIFO ``path`` (mode 0600); returns it."""
+        os.mkfifo(path, 0o600)
+        return path
+
+    def ring(self) -> None:
+        try:
+            os.write(self.fd, b"\1")
+        except BlockingIOError:
+            pass
+
+    def clear(self) -> None:
+        try:
+            while os.read(self.fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """What a worker actor needs (sent with its call): the fields of the processes
+    transport's spec that :func:`reactors.processes.run_worker` reads, plus the supervisor's
+    process, bells (FIFO paths, one per worker then the supervisor's), working directory,
+    environment and ``sys.path``."""
+
+    module_path: str
+    module_name: str
+    graph: Program
+    plan: Plan
+    me: int
+    prefix: str
+    bells: tuple[str, ...]
+    opts: Any
+    logging: str
+    parent: int
+    cwd: str
+    env: dict[str, str]
+    sys_path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where Ray placed one worker: its node id, the node's address, host name and the
+    actor's process id; ``shares_memory``: whether it sees the run's control segment."""
+
+    node_id: str
+    address: str
+    host: str
+    pid: int
+    shares_memory: bool
+
+    def describe(self) -> str:
+        return f"Ray node {self.node_id[:12]} ({self.address}, host {self.host})"
+
+
+class WorkerActor:
+    """One worker of a run, as a Ray actor (made remote by :class:`RayTransport`)."""
+
+    def where(self, prefix: str) -> Placement:
+        """Where this actor runs, and whether it sees the segment ``prefix + "ctl"``."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return Placement(
+            ctx.get_node_id(),
+            ray.util.get_node_ip_address(),
+            os.uname().nodename,
+            os.getpid(),
+            os.path.exists(f"/dev/shm/{prefix}ctl"),
+        )
+
+    def run(self, spec: ActorSpec) -> int:
+        """Be worker ``spec.me`` until the run ends; its exit status."""
+        _adopt(spec)
+        bells: list[Bell] = [FifoBell(p) for p in spec.bells]
+        ran = run_worker(spec, bells, lambda ctl: _idle(ctl, spec))
+        for b in bells:
+            os.close(b.fd)  # type: ignore[attr-defined]  # FifoBells
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return 1 if ran is None else ran[0]
+
+
+def _adopt(spec: ActorSpec) -> None:
+    """Take the supervisor's working directory, environment, module path and standard
+    output and error (the same host: through ``/proc``); leave SIGINT and SIGHUP to it."""
+    os.chdir(spec.cwd)
+    os.environ.update(spec.env)
+    sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
+    for fd in (1, 2):
+        try:
+            target = os.open(f"/proc/{spec.parent}/fd/{fd}", os.O_WRONLY | os.O_APPEND)
+        except OSError:  # closed there: keep Ray's log file
+            continue
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115  # fd 1 outlives it
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the actor's main thread: Ray keeps its own handlers
+            pass
+
+
+def _idle(ctl: Control, spec: ActorSpec) -> Idle:
+    """An actor's idle check: stop on an abort, or when the supervising process died (then
+    unlink the run's segments, since nobody else will)."""
+
+    def idle(_ready: list[int]) -> None:
+        if ctl.cells[STATE] == ABORT:
+            raise Aborted()
+        if not _alive(spec.parent):
+            unlink_prefix(spec.prefix)
+            raise Aborted()
+
+    return idle
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` (of this host) lives and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def connect(address: str) -> Any:
+    """Join the Ray cluster at ``address`` (``auto``: the one running on this machine) as a
+    driver, quietly; the ``ray`` module. Raises ClusterError when none is there."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ClusterError(
+            "--cluster ray needs Ray: install it with `pip install -e '.[cluster]'`"
+        ) from e
+    if not ray.is_initialized():
+        where = "on this machine" if address == "auto" else f"at {address}"
+        start = (
+            "start one with `ray start --head` (and `ray start --address HEAD:6379` on each "
+            "other node)"
+        )
+        if address != "auto":  # ray.init would retry an unreachable address for minutes
+            host, _, port = address.rpartition(":")
+            try:
+                socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+            except (OSError, ValueError) as e:
+                raise ClusterError(f"no Ray cluster answers {where} ({e}); {start}") from e
+        try:
+            ray.init(
+                address=address,
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+                configure_logging=True,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ClusterError(f"no Ray cluster is running {where} ({e}); {start}") from e
+    return ray
+
+
+class RayTransport(ProcessTransport):
+    """The :class:`reactors.transport.Transport` whose workers are actors of the Ray
+    cluster at ``address``; made by ``RayTransport(plan, address=...)``. Raises ClusterError
+    (from the constructor or :meth:`start`) when the cluster cannot run the workers."""
+
+    def __init__(self, plan: Plan, address: str = "auto"):
+        self.ray = connect(address)
+        super().__init__(plan)
+        self.placements: list[Placement] = []
+        self.actors: list[Any] = []
+        self.calls: list[Any] = []
+        self.group: Any = None
+        self.dead: dict[int, str] = {}
+        self._watching = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def _bells(self, n: int) -> list[int]:
+        """One FIFO per worker and one for the supervisor, in ``/dev/shm`` with the run's
+        prefix (unlinked with its segments); their descriptors."""
+        self.bell_paths = tuple(
+            FifoBell.make(f"/dev/shm/{self.prefix}bell{w}") for w in range(n + 1)
+        )
+        return [FifoBell(p).fd for p in self.bell_paths]
+
+    def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
+        """Place one actor per worker (a placement group spread over the nodes), check that
+        each shares memory with this process, then start each worker's life."""
+        ray = self.ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        n = self.plan.workers
+        self.group = placement_group([{"CPU": 1}] * n, strategy="SPREAD")
+        try:
+            ray.get(self.group.ready(), timeout=_PLACE_S)
+        except ray.exceptions.GetTimeoutError as e:
+            free = ray.available_resources().get("CPU", 0)
+            raise ClusterError(
+                f"the Ray cluster has no room for {n} workers of 1 CPU each within "
+                f"{_PLACE_S:.0f} s ({free:g} CPUs free); add nodes or run fewer workers (-w)"
+            ) from e
+        remote = ray.remote(num_cpus=1, max_restarts=0)(WorkerActor)
+        self.actors = [
+            remote.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, w),
+                name=f"lf-worker-{w}-{self.prefix}",
+            ).remote()
+            for w in range(n)
+        ]
+        try:
+            self.placements = ray.get(
+                [a.where.remote(self.prefix) for a in self.actors], timeout=_START_S
+            )
+        except ray.exceptions.RayError as e:
+            raise ClusterError(f"the Ray cluster could not start the workers: {e}") from e
+        for w, p in enumerate(self.placements):
+            if not p.shares_memory:
+                raise ClusterError(
+                    f"worker {w} was placed on {p.describe()}, which does not share memory "
+                    f"with this process (host {os.uname().nodename}): workers on other hosts "
+                    "need a network transport, which this runtime does not have yet"
+                )
+            if opts.verbose:
+                log.info(f"---- Worker {w} on {p.describe()}, process {p.pid}")
+        path = os.path.abspath(module.__file__ or "")
+        level = graph.target.logging or DEFAULTS.logging
+        env = dict(os.environ)
+        for w, actor in enumerate(self.actors):
+            spec = ActorSpec(
+                path,
+                module.__name__,
+                graph,
+                self.plan,
+                w,
+                self.prefix,
+                self.bell_paths,
+                opts,
+                level,
+                os.getpid(),
+                os.getcwd(),
+                env,
+                tuple(sys.path),
+            )
+            self.calls.append(actor.run.remote(spec))
+        self._watcher = threading.Thread(target=self._watch_calls, daemon=True)
+        self._watcher.start()
+
+    def _watch_calls(self) -> None:
+        """Note each worker whose call failed (its actor or node died) and ring the
+        supervisor's bell."""
+        ray = self.ray
+        pending = {c: w for w, c in enumerate(self.calls)}
+        bell = FifoBell(self.bell_paths[-1])
+        try:
+            while pending and not self._watching.is_set():
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+                for ref in done:
+                    w = pending.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayError as e:
+                        self.dead[w] = str(e).strip().splitlines()[0]
+                        bell.ring()
+        except Exception:  # the driver left the cluster: the supervisor is ending the run
+            pass
+        finally:
+            os.close(bell.fd)
+
+    def watch(self) -> tuple[Bell, Idle]:
+        """The supervisor's FIFO; the idle check raises WorkerDied for a worker whose
+        process ended, or whose call Ray reports failed, before it finished or reported."""
+        bell = FifoBell(self.bell_paths[-1])
+        return bell, lambda ready: self._check_actors()
+
+    def _check_actors(self) -> None:
+        ctl = self.control
+        for w, p in enumerate(self.placements):
+            status = ctl.cells[ctl.worker_base(w) + STATUS]
+            if status in (W_FAILED, W_FINISHED):
+                continue
+            why = self.dead.get(w) or (None if _alive(p.pid) else "its process ended")
+            if why:
+                raise WorkerDied(f"worker {w} on {p.describe()} died: {why}", w)
+
+    def worker_bells(self) -> list[FifoBell]:  # type: ignore[override]
+        return [FifoBell(p) for p in self.bell_paths[:-1]]
+
+    def join(self) -> None:
+        self.ray.wait(self.calls, num_returns=len(self.calls), timeout=_EXIT_S)
+
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Wait for the workers' calls for the grace period (``grace_s`` seconds, default
+        2), then kill every actor and remove the placement group."""
+        ray = self.ray
+        self._watching.set()
+        if self.calls:
+            grace = _GRACE_S if grace_s is None else grace_s
+            ray.wait(self.calls, num_returns=len(self.calls), timeout=grace)
+        for a in self.actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # already gone with its node
+                pass
+        if self.group is not None:
+            try:
+                ray.util.remove_placement_group(self.group)
+            except Exception:  # the cluster went away
+                pass
+        # the processes end a moment after Ray is told; the segments are unlinked after it
+        end = time.monotonic() + 2.0
+        while any(_alive(p.pid) for p in self.placements) and time.monotonic() < end:
+            time.sleep(0.01)
+        if self._watcher is not None:
+            self._watcher.join(1.0)
+
+    def close(self) -> None:
+        """Unlink the run's segments and FIFOs, close the bells, leave the cluster."""
+        super().close()
+        unlink_prefix(self.prefix)
+        if self.ray.is_initialized():
+            self.ray.shutdown()
+
+
+__all__ = ["ActorSpec", "FifoBell", "Placement", "RayTransport", "WorkerActor", "connect"]

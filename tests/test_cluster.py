@@ -1,0 +1,161 @@
+"""``--cluster ray``: workers as actors of a Ray cluster (reactors.ray_cluster).
+
+The cluster is a local one of three nodes (``ray.cluster_utils.Cluster``: three raylets with
+distinct node ids on this machine, one CPU each, so that a run's workers land on distinct
+nodes). Skipped with a message when Ray is not installed (``pip install -e '.[cluster]'``;
+``make`` installs it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import build, run_digest, run_program
+
+FIXTURES = Path(__file__).parent / "cluster_fixtures"
+FAULTS = Path(__file__).parent / "fault_fixtures"
+WORKER_LINE = re.compile(r"---- Worker (\d+) on Ray node (\w+) \(.*\), process (\d+)")
+
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed (pip install -e '.[cluster]')",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The address of a local Ray cluster of three nodes of one CPU each."""
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False},
+    )
+    try:
+        for _ in range(2):
+            c.add_node(num_cpus=1)
+        c.wait_for_nodes()
+        yield c.address
+    finally:
+        c.shutdown()
+
+
+def _segments() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith("lf")}
+
+
+def _placements(stderr: str) -> dict[int, tuple[str, int]]:
+    """Worker -> (node id, actor process id), from the ``--verbose`` lines."""
+    return {int(w): (node, int(pid)) for w, node, pid in WORKER_LINE.findall(stderr)}
+
+
+def test_bad_cluster_options_are_refused(tmp_path):
+    launcher = build(FIXTURES / "Relay.lf", tmp_path)
+    for args, message in [
+        (["--cluster", "spark"], "--cluster expects 'ray' or 'ray=<address>'"),
+        (["--cluster=ray="], "--cluster expects 'ray' or 'ray=<address>'"),
+        (["--cluster", "ray", "--backend", "threads"], "drop --backend threads"),
+        (["--cluster", "ray", "-w", "1"], "--cluster needs two workers or more"),
+    ]:
+        r = run_program(launcher, *args)
+        assert r.returncode != 0, args
+        assert message in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
+def test_no_cluster_at_the_address_is_a_message(tmp_path):
+    launcher = build(FIXTURES / "Relay.lf", tmp_path)
+    before = _segments()
+    t0 = time.monotonic()
+    r = run_program(launcher, "-w", "2", "--cluster", "ray=127.0.0.1:1", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "no Ray cluster answers at 127.0.0.1:1" in r.stderr
+    assert "ray start --head" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert time.monotonic() - t0 < 30
+    assert _segments() <= before
+
+
+def test_ray_is_imported_only_with_the_flag(tmp_path):
+    launcher = build(FIXTURES / "Relay.lf", tmp_path)
+    module = next((tmp_path / "src-gen").rglob("Relay.py"))
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", str(module), "-w", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=launcher.parent.parent,
+    )
+    assert r.returncode == 0, r.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines()}
+    assert "reactors.processes" in imported  # the parallel path ran
+    assert not {m for m in imported if m == "ray" or m.startswith("ray.")}
+
+
+@needs_ray
+def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster):
+    launcher = build(FIXTURES / "Relay.lf", tmp_path)
+    ref, ref_digest = run_digest(launcher, "Relay")
+    assert ref.returncode == 0, ref.stderr
+    assert "final total" in ref.stdout
+    before = _segments()
+    r, digest = run_digest(
+        launcher, "Relay", "-w", "3", "--cluster", f"ray={cluster}", "--verbose", timeout=180
+    )
+    assert r.returncode == 0, r.stderr
+    placed = _placements(r.stderr)
+    assert sorted(placed) == [0, 1, 2], r.stderr
+    assert len({node for node, _ in placed.values()}) == 3  # one worker per node
+    assert r.stdout == ref.stdout
+    assert digest == ref_digest
+    assert _segments() <= before
+    time.sleep(0.5)
+    assert not any(os.path.exists(f"/proc/{pid}") for _, pid in placed.values())
+
+
+@needs_ray
+def test_a_killed_actor_stops_the_run_with_its_node_and_reactors(tmp_path, cluster):
+    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
+    before = _segments()
+    p = subprocess.Popen(
+        [str(launcher), "-w", "2", "--fast", "false", "--cluster", f"ray={cluster}", "--verbose"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        cwd=tmp_path,
+    )
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
+    reader.start()
+    try:
+        for line in p.stdout:  # type: ignore[union-attr]
+            if "got 100" in line:
+                break
+        placed = _placements("".join(err))
+        node, pid = placed[1]
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        rc = p.wait(30)
+        out_s = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    reader.join(5)
+    stderr = "".join(err)
+    assert rc == 1, stderr
+    assert out_s < 2.0, out_s
+    assert f"worker 1 on Ray node {node[:12]}" in stderr, stderr
+    assert "(it ran Chatter.n[1])" in stderr
+    assert "Traceback" not in stderr
+    assert _segments() <= before
+    assert not os.path.exists(f"/proc/{placed[0][1]}")  # the other actor is gone too
