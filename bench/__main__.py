@@ -26,6 +26,7 @@ BENCHMARKS = [
     "pingpong",
     "speedup",
     "roundtrip",
+    "cluster",
     "parallel_tags",
     "recording",
     "broadcast",

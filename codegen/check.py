@@ -120,7 +120,9 @@ def find_main(program: Program, rep: Reporter) -> tree.Reactor | None:
         )
     if main.federated:
         rep.warning(
-            "federated execution is not supported: the federation runs as one program", main.pos
+            "the federation runs as one program; with --cluster ray each federate runs on a "
+            "worker of its own, a Ray actor",
+            main.pos,
         )
     return main
 

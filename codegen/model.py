@@ -43,6 +43,7 @@ def program_of(
         channels=tuple(pm.Channel(*s, *d) for s, d in prog.edges),
         connections=tuple(_connection(c) for c in prog.connections),
         main_parameters=main_parameters(prog),
+        federated=prog.sites["_lf_params_main"][1].decl.federated,
     )
 
 

@@ -405,6 +405,16 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     if opts.resume:  # with the parameters of the run it continues
         graph = with_arguments(graph, opts.resume)
     workers = opts.workers
+    if opts.cluster and graph.federated:  # one worker per federate, each its own actor
+        from . import parallel
+        from .placement import federates
+
+        opts.placement = tuple(federates(graph))
+        workers = max(opts.placement) + 1
+        if opts.verbose:
+            log.info(f"---- {workers} federates, one worker each (-w is ignored)")
+        if workers > 1:
+            return parallel.run(module, graph, opts, log, workers)
     if workers == 0 and not target.single_threaded:
         workers = _auto_workers(module, graph, opts, log)
     if workers != 1:  # one worker (the default) does not even import the parallel code

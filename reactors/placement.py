@@ -69,6 +69,33 @@ def groups(program: Program) -> list[int]:
     return [u.find(i) for i in range(len(reactors))]
 
 
+def federates(program: Program) -> list[int]:
+    """``federate[reactor id]`` of a federated program: each top-level instance (a bank
+    member each) is a federate, numbered in instance order; what lfc adds for ``after``
+    delays, and anything else that must share a worker with another reactor (:func:`groups`),
+    goes with the federate of its group's first top-level instance.
+
+    Raises ValueError for a program that is not federated (or has no top-level instance)."""
+    reactors = program.reactors
+    if not program.federated:
+        raise ValueError(f"{program.name} is not a federated program")
+    top: dict[int, int] = {}  # reactor id -> its top-level ancestor
+    for inst in reactors:  # parents come before children
+        if inst.parent is not None:
+            top[inst.id] = top.get(inst.parent, inst.id)
+    order = [i.id for i in reactors if i.parent == 0 and not i.synthetic]
+    if not order:
+        raise ValueError(f"{program.name} has no federate")
+    number = {rid: k for k, rid in enumerate(order)}
+    group = groups(program)
+    first: dict[int, int] = {}  # group -> federate of its first member that has one
+    for inst in reactors:
+        fed = number.get(top.get(inst.id, -1))
+        if fed is not None:
+            first.setdefault(group[inst.id], fed)
+    return [first.get(group[i.id], 0) for i in reactors]
+
+
 def _weights(program: Program, group: list[int]) -> dict[int, int]:
     w: dict[int, int] = {}
     for inst in program.reactors:

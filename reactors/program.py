@@ -30,7 +30,7 @@ from .jsonform import Mismatch, decode, encode, key
 from .target import TargetSettings
 
 #: Version of the JSON form written by :meth:`Program.dumps` and accepted by :meth:`Program.load`.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: ``width`` of a plain port (not a multiport); it has exactly one channel, index 0.
 PLAIN_WIDTH = -2
 
@@ -457,6 +457,9 @@ class Program:
     build_id: str = ""
     # The choice of the latest -w 0 run, and why (reactors.costs.explain)
     worker_choice: WorkerChoice | None = None
+    # Declared `federated reactor`: each top-level instance is a federate (reactors.placement
+    # .federates); it runs as one program unless on a cluster
+    federated: bool = False
 
     @property
     def physical_actions(self) -> bool:

@@ -9,6 +9,7 @@ nodes). Skipped with a message when Ray is not installed (``pip install -e '.[cl
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -49,8 +50,23 @@ def cluster():
         c.shutdown()
 
 
-def _segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("lf")}
+def _leftovers(pid: int) -> list[str]:
+    """What the run supervised by process ``pid`` left in /dev/shm (segments, FIFOs)."""
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"lf{pid}x")]
+
+
+def _run(launcher: Path, *args: str, timeout: float = 180) -> tuple[subprocess.Popen, str, str]:
+    """Run a built program in its build folder; the finished process, stdout and stderr."""
+    p = subprocess.Popen(
+        [str(launcher), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        cwd=launcher.parent.parent,
+    )
+    out, err = p.communicate(timeout=timeout)
+    return p, out, err
 
 
 def _placements(stderr: str) -> dict[int, tuple[str, int]]:
@@ -58,8 +74,23 @@ def _placements(stderr: str) -> dict[int, tuple[str, int]]:
     return {int(w): (node, int(pid)) for w, node, pid in WORKER_LINE.findall(stderr)}
 
 
+def test_each_federate_is_a_worker_of_its_own(tmp_path):
+    from reactors.placement import federates
+    from reactors.program import Program
+
+    build(FIXTURES / "Relay.lf", tmp_path)
+    graph = Program.from_json(json.loads((tmp_path / "src-gen/Relay/graph.json").read_text()))
+    assert graph.federated
+    fed = federates(graph)
+    by_name = {r.name: fed[r.id] for r in graph.reactors if not r.synthetic}
+    assert by_name == {"Relay": 0, "Relay.s": 0, "Relay.r": 1, "Relay.k": 2}
+    # the `after` delay lfc adds shares a worker with its writer (placement.groups)
+    delays = [fed[r.id] for r in graph.reactors if r.synthetic]
+    assert delays == [0]
+
+
 def test_bad_cluster_options_are_refused(tmp_path):
-    launcher = build(FIXTURES / "Relay.lf", tmp_path)
+    launcher = build(FAULTS / "Chatter.lf", tmp_path)  # not federated: -w counts
     for args, message in [
         (["--cluster", "spark"], "--cluster expects 'ray' or 'ray=<address>'"),
         (["--cluster=ray="], "--cluster expects 'ray' or 'ray=<address>'"),
@@ -74,15 +105,14 @@ def test_bad_cluster_options_are_refused(tmp_path):
 
 def test_no_cluster_at_the_address_is_a_message(tmp_path):
     launcher = build(FIXTURES / "Relay.lf", tmp_path)
-    before = _segments()
     t0 = time.monotonic()
-    r = run_program(launcher, "-w", "2", "--cluster", "ray=127.0.0.1:1", timeout=60)
-    assert r.returncode == 1, r.stderr
-    assert "no Ray cluster answers at 127.0.0.1:1" in r.stderr
-    assert "ray start --head" in r.stderr
-    assert "Traceback" not in r.stderr
+    p, _, err = _run(launcher, "--cluster", "ray=127.0.0.1:1", timeout=60)
+    assert p.returncode == 1, err
+    assert "no Ray cluster answers at 127.0.0.1:1" in err
+    assert "ray start --head" in err
+    assert "Traceback" not in err
     assert time.monotonic() - t0 < 30
-    assert _segments() <= before
+    assert not _leftovers(p.pid)
 
 
 def test_ray_is_imported_only_with_the_flag(tmp_path):
@@ -107,17 +137,18 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster)
     ref, ref_digest = run_digest(launcher, "Relay")
     assert ref.returncode == 0, ref.stderr
     assert "final total" in ref.stdout
-    before = _segments()
-    r, digest = run_digest(
-        launcher, "Relay", "-w", "3", "--cluster", f"ray={cluster}", "--verbose", timeout=180
+    digest = tmp_path / "cluster.digest"
+    p, out, err = _run(
+        launcher, "--cluster", f"ray={cluster}", "--verbose", "--digest", str(digest)
     )
-    assert r.returncode == 0, r.stderr
-    placed = _placements(r.stderr)
-    assert sorted(placed) == [0, 1, 2], r.stderr
+    assert p.returncode == 0, err
+    assert "3 federates, one worker each" in err
+    placed = _placements(err)
+    assert sorted(placed) == [0, 1, 2], err
     assert len({node for node, _ in placed.values()}) == 3  # one worker per node
-    assert r.stdout == ref.stdout
-    assert digest == ref_digest
-    assert _segments() <= before
+    assert out == ref.stdout
+    assert digest.read_text() == ref_digest
+    assert not _leftovers(p.pid)
     time.sleep(0.5)
     assert not any(os.path.exists(f"/proc/{pid}") for _, pid in placed.values())
 
@@ -125,7 +156,6 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster)
 @needs_ray
 def test_a_killed_actor_stops_the_run_with_its_node_and_reactors(tmp_path, cluster):
     launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
-    before = _segments()
     p = subprocess.Popen(
         [str(launcher), "-w", "2", "--fast", "false", "--cluster", f"ray={cluster}", "--verbose"],
         stdout=subprocess.PIPE,
@@ -157,5 +187,5 @@ def test_a_killed_actor_stops_the_run_with_its_node_and_reactors(tmp_path, clust
     assert f"worker 1 on Ray node {node[:12]}" in stderr, stderr
     assert "(it ran Chatter.n[1])" in stderr
     assert "Traceback" not in stderr
-    assert _segments() <= before
+    assert not _leftovers(p.pid)
     assert not os.path.exists(f"/proc/{placed[0][1]}")  # the other actor is gone too
