@@ -59,7 +59,7 @@ run-atari: build
 	rm -f $$log; exit $$status
 
 test: install lint
-	$(PY) -m pytest -q -n auto tests
+	$(PY) -m pytest -q -n auto --dist loadgroup tests
 
 # Architecture and style kept by tools (configured in pyproject.toml): the runtime never imports
 # the compiler, rl_algos imports neither, no import cycles; ruff lint and format; mypy.

@@ -15,8 +15,8 @@ What differs from spawned processes: the bells are FIFOs in ``/dev/shm`` (named 
 prefix, so unlinked with its segments) instead of inherited eventfds; an actor takes the
 supervisor's working directory, environment, ``sys.path`` and standard output and error (through
 ``/proc/<pid>/fd``), so a reaction prints and writes files as on one machine; a dead actor is
-noticed from its process (same host: at the supervisor's next wake-up, within 50 ms) or from
-Ray (``ray.wait`` on its call), and the supervisor names the worker, its node and its
+noticed from its process or its node's raylet (same host: at the supervisor's next wake-up,
+within 50 ms) or from Ray (``ray.wait`` on its call), and the supervisor names the worker, its node and its
 reactors; a worker whose supervisor died unlinks the run's segments and ends. At the end every
 actor is killed and the placement group removed; the driver leaves the cluster (which keeps
 running). Ray is imported only by this module, so only with ``--cluster``.
@@ -104,13 +104,15 @@ class ActorSpec:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where Ray placed one worker: its node id, the node's address, host name and the
-    actor's process id; ``shares_memory``: whether it sees the run's control segment."""
+    """Where Ray placed one worker: its node id, the node's address, host name, the
+    actor's process id and that of its parent (the node's raylet, which starts the node's
+    workers); ``shares_memory``: whether it sees the run's control segment."""
 
     node_id: str
     address: str
     host: str
     pid: int
+    raylet: int
     shares_memory: bool
 
     def describe(self) -> str:
@@ -130,6 +132,7 @@ class WorkerActor:
             ray.util.get_node_ip_address(),
             os.uname().nodename,
             os.getpid(),
+            os.getppid(),
             os.path.exists(f"/dev/shm/{prefix}ctl"),
         )
 
@@ -343,7 +346,11 @@ class RayTransport(ProcessTransport):
             status = ctl.cells[ctl.worker_base(w) + STATUS]
             if status in (W_FAILED, W_FINISHED):
                 continue
-            why = self.dead.get(w) or (None if _alive(p.pid) else "its process ended")
+            why = self.dead.get(w)
+            if why is None and not _alive(p.raylet):  # the node went: its actors follow
+                why = "its node's raylet ended"
+            if why is None and not _alive(p.pid):
+                why = "its process ended"
             if why:
                 raise WorkerDied(f"worker {w} on {p.describe()} died: {why}", w)
 
@@ -358,9 +365,14 @@ class RayTransport(ProcessTransport):
         2), then kill every actor and remove the placement group."""
         ray = self.ray
         self._watching.set()
-        if self.calls:
+        # the calls of the workers still alive (a dead node's are answered only when Ray
+        # notices, seconds later)
+        live = [
+            c for c, p in zip(self.calls, self.placements) if _alive(p.pid) and _alive(p.raylet)
+        ]
+        if live:
             grace = _GRACE_S if grace_s is None else grace_s
-            ray.wait(self.calls, num_returns=len(self.calls), timeout=grace)
+            ray.wait(live, num_returns=len(live), timeout=grace)
         for a in self.actors:
             try:
                 ray.kill(a, no_restart=True)

@@ -26,15 +26,21 @@ FIXTURES = Path(__file__).parent / "cluster_fixtures"
 FAULTS = Path(__file__).parent / "fault_fixtures"
 WORKER_LINE = re.compile(r"---- Worker (\d+) on Ray node (\w+) \(.*\), process (\d+)")
 
-needs_ray = pytest.mark.skipif(
+_NO_RAY = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
     reason="Ray is not installed (pip install -e '.[cluster]')",
 )
 
 
+def needs_ray(test):
+    """A test on the module's cluster: skipped without Ray; all on one xdist worker (make
+    test runs ``--dist loadgroup``), so that one cluster serves them."""
+    return pytest.mark.xdist_group("ray-cluster")(_NO_RAY(test))
+
+
 @pytest.fixture(scope="module")
-def cluster():
-    """The address of a local Ray cluster of three nodes of one CPU each."""
+def ray_cluster():
+    """A local Ray cluster of three nodes of one CPU each (``ray.cluster_utils.Cluster``)."""
     from ray.cluster_utils import Cluster
 
     c = Cluster(
@@ -45,9 +51,15 @@ def cluster():
         for _ in range(2):
             c.add_node(num_cpus=1)
         c.wait_for_nodes()
-        yield c.address
+        yield c
     finally:
         c.shutdown()
+
+
+@pytest.fixture
+def cluster(ray_cluster):
+    """The address of the module's cluster."""
+    return ray_cluster.address
 
 
 def _leftovers(pid: int) -> list[str]:
@@ -189,3 +201,47 @@ def test_a_killed_actor_stops_the_run_with_its_node_and_reactors(tmp_path, clust
     assert "Traceback" not in stderr
     assert not _leftovers(p.pid)
     assert not os.path.exists(f"/proc/{placed[0][1]}")  # the other actor is gone too
+
+
+@needs_ray
+def test_a_node_that_dies_stops_the_run_within_two_seconds(tmp_path, ray_cluster):
+    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
+    args = ["-w", "2", "--fast", "false", "--cluster", f"ray={ray_cluster.address}", "--verbose"]
+    p = subprocess.Popen(
+        [str(launcher), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        cwd=tmp_path,
+    )
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
+    reader.start()
+    try:
+        for line in p.stdout:  # type: ignore[union-attr]
+            if "got 100" in line:
+                break
+        placed = _placements("".join(err))
+        # a node other than the head (whose loss would end the cluster) that runs a worker
+        victim, w = next(
+            (n, w)
+            for w in (1, 0)
+            for n in ray_cluster.worker_nodes
+            if n.node_id.startswith(placed[w][0])
+        )
+        t0 = time.monotonic()
+        ray_cluster.remove_node(victim, allow_graceful=False)
+        rc = p.wait(30)
+        out_s = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        ray_cluster.add_node(num_cpus=1)  # three nodes again for any later test
+    reader.join(5)
+    stderr = "".join(err)
+    assert rc == 1, stderr
+    assert out_s < 2.0, out_s
+    assert f"worker {w} on Ray node {placed[w][0]}" in stderr, stderr
+    assert f"(it ran Chatter.n[{w}])" in stderr
+    assert not _leftovers(p.pid)
