@@ -86,6 +86,7 @@ ATTRIBUTES = {
     "clock_sync",
     "platform",
     "worker",
+    "node",
     "_c_body",
     "_tpoLevel",
     "_fed_config",

@@ -105,6 +105,7 @@ def _instance(i: Instance) -> pm.ReactorInstance:
         line=i.site.pos.line if i.site else i.cls.decl.pos.line,
         label=_text_attribute(i.site.attributes if i.site else (), "label"),
         pin=_pin(i),
+        node=_text_attribute(i.site.attributes if i.site else (), "node"),
         ports=tuple(
             pm.PortSpec(name=p.name, kind=pm.PortKind(p.kind), width=p.width, mutable=p.mutable)
             for p in i.ports.values()

@@ -347,7 +347,9 @@ class ReactorInstance:
     """One reactor instance (a bank member is one). ``parent`` is None for the main reactor;
     ``params`` names the module function ``(parent, bank_index) -> dict``; ``mode`` is the
     parent's mode holding the instance; ``worker`` its placement, ``pin`` the ``n`` of an
-    ``@worker(n)`` attribute; ``reactions`` the ids of its reactions in index order."""
+    ``@worker(n)`` attribute, ``node`` the label of a ``@node("label")`` attribute (the Ray
+    resource its worker's node must have with ``--cluster``, also for the reactors inside
+    it); ``reactions`` the ids of its reactions in index order."""
 
     id: int
     name: str
@@ -365,6 +367,7 @@ class ReactorInstance:
     label: str | None = None
     worker: int = 0
     pin: int | None = None
+    node: str | None = None
     ports: tuple[PortSpec, ...] = ()
     timers: tuple[TimerSpec, ...] = ()
     actions: tuple[ActionSpec, ...] = ()

@@ -11,6 +11,10 @@ supervising process: the Ray nodes of one host (several raylets of ``ray start``
 refused with a message (values between hosts need a network transport, which this runtime
 does not have yet).
 
+``@node("label")`` on an instantiation asks for a node that has the custom resource ``label``
+(``ray start --resources '{"label": 1}'``) for the worker of that reactor and of the reactors
+inside it.
+
 What differs from spawned processes: the bells are FIFOs in ``/dev/shm`` (named with the run's
 prefix, so unlinked with its segments) instead of inherited eventfds; an actor takes the
 supervisor's working directory, environment, ``sys.path`` and standard output and error (through
@@ -50,6 +54,32 @@ _PLACE_S = 30.0  # how long the cluster gets to find room for the workers
 _START_S = 120.0  # how long the actors get to start (a fresh Ray worker imports numpy...)
 _EXIT_S = 60.0  # how long finished workers get to write their records
 _GRACE_S = 2.0  # how long stopped workers get before they are killed
+_LABEL_SHARE = 0.001  # how much of a @node label's resource one worker takes
+
+
+def node_labels(graph: Program, plan: Plan) -> list[tuple[str, ...]]:
+    """The ``@node("label")`` labels that each worker's node must have (as Ray resources):
+    those of its reactors, a reactor without its own taking its nearest container's."""
+    reactors = graph.reactors
+    own: list[str | None] = []
+    for inst in reactors:  # parents come before children
+        inherited = own[inst.parent] if inst.parent is not None else None
+        own.append(inst.node or inherited)
+    return [
+        tuple(sorted({label for rid in plan.owned[w] if (label := own[rid]) is not None}))
+        for w in range(plan.workers)
+    ]
+
+
+def _check_labels(labels: list[tuple[str, ...]], resources: dict, graph: Program) -> None:
+    """Raise ClusterError naming a ``@node`` label that no node of the cluster has."""
+    for label in sorted({x for ls in labels for x in ls}):
+        if label not in resources:
+            who = next(r.name for r in graph.reactors if r.node == label)
+            raise ClusterError(
+                f'@node("{label}") on {who}: no node of the Ray cluster has the resource '
+                f"'{label}'; start one with `ray start ... --resources '{{\"{label}\": 1}}'`"
+            )
 
 
 class FifoBell(FdBell):
@@ -258,13 +288,17 @@ class RayTransport(ProcessTransport):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         n = self.plan.workers
-        self.group = placement_group([{"CPU": 1}] * n, strategy="SPREAD")
+        labels = node_labels(graph, self.plan)
+        _check_labels(labels, ray.cluster_resources(), graph)
+        bundles = [{"CPU": 1.0, **{label: _LABEL_SHARE for label in ls}} for ls in labels]
+        self.group = placement_group(bundles, strategy="SPREAD")
         try:
             ray.get(self.group.ready(), timeout=_PLACE_S)
         except ray.exceptions.GetTimeoutError as e:
             free = ray.available_resources().get("CPU", 0)
+            wanted = " with their @node labels" if any(labels) else ""
             raise ClusterError(
-                f"the Ray cluster has no room for {n} workers of 1 CPU each within "
+                f"the Ray cluster has no room for {n} workers of 1 CPU each{wanted} within "
                 f"{_PLACE_S:.0f} s ({free:g} CPUs free); add nodes or run fewer workers (-w)"
             ) from e
         remote = ray.remote(num_cpus=1, max_restarts=0)(WorkerActor)

@@ -48,8 +48,8 @@ def ray_cluster():
         head_node_args={"num_cpus": 1, "include_dashboard": False},
     )
     try:
-        for _ in range(2):
-            c.add_node(num_cpus=1)
+        c.add_node(num_cpus=1)
+        c.sink_node = c.add_node(num_cpus=1, resources={"sink": 1})  # Relay.lf's @node("sink")
         c.wait_for_nodes()
         yield c
     finally:
@@ -144,7 +144,7 @@ def test_ray_is_imported_only_with_the_flag(tmp_path):
 
 
 @needs_ray
-def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster):
+def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster, ray_cluster):
     launcher = build(FIXTURES / "Relay.lf", tmp_path)
     ref, ref_digest = run_digest(launcher, "Relay")
     assert ref.returncode == 0, ref.stderr
@@ -158,11 +158,24 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster)
     placed = _placements(err)
     assert sorted(placed) == [0, 1, 2], err
     assert len({node for node, _ in placed.values()}) == 3  # one worker per node
+    assert ray_cluster.sink_node.node_id.startswith(
+        placed[2][0]
+    )  # federate 2, Relay.k, is @node("sink")
     assert out == ref.stdout
     assert digest.read_text() == ref_digest
     assert not _leftovers(p.pid)
     time.sleep(0.5)
     assert not any(os.path.exists(f"/proc/{pid}") for _, pid in placed.values())
+
+
+@needs_ray
+def test_a_node_label_that_no_node_has_is_a_message(tmp_path, cluster):
+    launcher = build(FIXTURES / "Nowhere.lf", tmp_path)
+    p, _, err = _run(launcher, "-w", "2", "--cluster", f"ray={cluster}", timeout=60)
+    assert p.returncode == 1, err
+    assert '@node("nowhere") on Nowhere.b: no node of the Ray cluster has the resource' in err
+    assert "Traceback" not in err
+    assert not _leftovers(p.pid)
 
 
 @needs_ray
@@ -237,7 +250,11 @@ def test_a_node_that_dies_stops_the_run_within_two_seconds(tmp_path, ray_cluster
     finally:
         if p.poll() is None:
             p.kill()
-        ray_cluster.add_node(num_cpus=1)  # three nodes again for any later test
+        # three nodes again for any later test
+        if victim is ray_cluster.sink_node:
+            ray_cluster.sink_node = ray_cluster.add_node(num_cpus=1, resources={"sink": 1})
+        else:
+            ray_cluster.add_node(num_cpus=1)
     reader.join(5)
     stderr = "".join(err)
     assert rc == 1, stderr
