@@ -44,6 +44,7 @@ from reactors.program import (
     ActionRef,
     ActionSpec,
     BuiltinTrigger,
+    ClusterRun,
     Connection,
     ModeRef,
     Policy,
@@ -73,6 +74,16 @@ def choice_text(choice: WorkerChoice | None) -> str:
     if choice is None:
         return ""
     return f"; the latest -w 0 run chose {choice.workers}: {choice.reason}"
+
+
+def cluster_text(run: ClusterRun | None) -> str:
+    """Where the latest ``--cluster`` run's workers ran, for the header (empty: no such run)."""
+    if run is None:
+        return ""
+    where = ", ".join(
+        f"worker {w} on node {n.node_id[:12]} ({n.address})" for w, n in enumerate(run.nodes)
+    )
+    return f"; the latest --cluster run: {where}"
 
 
 def workers_text(workers: int, single_threaded: bool = False) -> str:
@@ -147,6 +158,16 @@ class Diagram:
             if r.parent is not None and self.rep[r.id] == r.id and r.id not in self.hidden:
                 self.children[r.parent].append(r.id)
         self.edges: dict[int, dict[tuple, dict]] = defaultdict(dict)
+        run = program.cluster_run  # the latest --cluster run's placement, if it matches
+        if run is not None and len(run.placement) != len(program.reactors):
+            run = None
+        self.cluster_run = run
+        self.worker_of = run.placement if run else tuple(r.worker for r in program.reactors)
+
+    def nodes_of(self, workers: set[int]) -> list[str]:
+        """The Ray nodes (short ids) where ``workers`` ran in the latest --cluster run."""
+        run = self.cluster_run
+        return sorted({run.nodes[w].node_id[:12] for w in workers}) if run else []
 
     def to_dict(self) -> dict:
         """The whole diagram: program facts and the main reactor's box."""
@@ -158,7 +179,8 @@ class Diagram:
             "timeout": format_time(t.timeout),
             "workers": t.workers,
             "workers_text": workers_text(t.workers, t.single_threaded)
-            + choice_text(self.program.worker_choice),
+            + choice_text(self.program.worker_choice)
+            + cluster_text(self.program.cluster_run),
             "fast": t.fast,
             "traced": bool(self.times),
             "root": self.box(main.id),
@@ -185,7 +207,8 @@ class Diagram:
             "file": r.file,
             "line": r.line,
             "label": r.label,
-            "workers": sorted({self.reactors[m].worker for m in self.members[rid]}),
+            "workers": sorted({self.worker_of[m] for m in self.members[rid]}),
+            "nodes": self.nodes_of({self.worker_of[m] for m in self.members[rid]}),
             "ports": [self.port(rid, p) for p in r.ports],
             "modes": [
                 {"id": f"m{rid}:{m.name}", "name": m.name, "initial": m.initial} for m in r.modes
@@ -272,7 +295,7 @@ class Diagram:
             "inferred_deadline": format_time(x.inferred_deadline),
             "levels": sorted({m.level for m in same}),
             "ranks": sorted({m.rank for m in same}),
-            "workers": sorted({self.reactors[m.reactor].worker for m in same}),
+            "workers": sorted({self.worker_of[m.reactor] for m in same}),
             "triggers": [self.ref_text(rid, t) for t in x.triggers],
             "file": x.file,
             "line": x.line,

@@ -271,18 +271,25 @@ def explain(graph_path: str, choice: Choice) -> bool:
     """Write ``choice`` into the program's graph.json at ``graph_path`` (its
     ``worker_choice``: workers, reason, predictions, placement), atomically; False if the
     file could not be read or written (the run goes on)."""
-    try:
-        with open(graph_path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return False
     made = WorkerChoice(
         choice.workers,
         choice.reason,
         tuple(Prediction(w, round(ns)) for w, ns in sorted(choice.predicted.items())),
         choice.placement or (),
     )
-    data["worker_choice"] = encode(made)
+    return record(graph_path, "worker_choice", made)
+
+
+def record(graph_path: str, key: str, value: Any) -> bool:
+    """Set graph.json's field ``key`` (at ``graph_path``) to ``value`` (a dataclass of
+    :mod:`reactors.program`, encoded as the file's format says), atomically; False if the
+    file could not be read or written (the run goes on)."""
+    try:
+        with open(graph_path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    data[key] = encode(value)
     return _write_json(graph_path, data, indent=1)
 
 

@@ -435,6 +435,26 @@ class WorkerChoice:
     placement: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class NodePlacement:
+    """Where one worker of a ``--cluster`` run ran: its Ray node id, the node's address and
+    host name."""
+
+    node_id: str
+    address: str
+    host: str
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """Where the latest ``--cluster`` run's workers ran (that run writes it into graph.json;
+    the compiler writes none): ``nodes[w]`` for worker ``w``, ``placement`` the worker of each
+    reactor id."""
+
+    nodes: tuple[NodePlacement, ...]
+    placement: tuple[int, ...]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Program:
     """The whole elaborated program (graph.json). ``reactors``: parents before children,
@@ -460,6 +480,8 @@ class Program:
     build_id: str = ""
     # The choice of the latest -w 0 run, and why (reactors.costs.explain)
     worker_choice: WorkerChoice | None = None
+    # Where the latest --cluster run's workers ran (reactors.ray_cluster)
+    cluster_run: ClusterRun | None = None
     # Declared `federated reactor`: each top-level instance is a federate (reactors.placement
     # .federates); it runs as one program unless on a cluster
     federated: bool = False

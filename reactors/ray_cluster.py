@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from .costs import GRAPH_FILE, record
 from .errors import ClusterError
 from .log import Log
 from .plan import Plan
 from .processes import ProcessTransport, run_worker
-from .program import Program
+from .program import ClusterRun, NodePlacement, Program
 from .shm import unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
@@ -325,6 +326,12 @@ class RayTransport(ProcessTransport):
             if opts.verbose:
                 log.info(f"---- Worker {w} on {p.describe()}, process {p.pid}")
         path = os.path.abspath(module.__file__ or "")
+        nodes = tuple(NodePlacement(p.node_id, p.address, p.host) for p in self.placements)
+        record(
+            os.path.join(os.path.dirname(path), GRAPH_FILE),
+            "cluster_run",
+            ClusterRun(nodes, self.plan.placement),
+        )
         level = graph.target.logging or DEFAULTS.logging
         env = dict(os.environ)
         for w, actor in enumerate(self.actors):

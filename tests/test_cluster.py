@@ -38,7 +38,7 @@ def needs_ray(test):
     return pytest.mark.xdist_group("ray-cluster")(_NO_RAY(test))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a module's fixture is made again when xdist interleaves
 def ray_cluster():
     """A local Ray cluster of three nodes of one CPU each (``ray.cluster_utils.Cluster``)."""
     from ray.cluster_utils import Cluster
@@ -164,6 +164,19 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
     assert out == ref.stdout
     assert digest.read_text() == ref_digest
     assert not _leftovers(p.pid)
+    # graph.json says where the workers ran, and the viewer shows it
+    from codegen.viewer import Diagram
+    from reactors.placement import federates
+    from reactors.program import Program
+
+    graph = Program.load(str(tmp_path / "src-gen/Relay/graph.json"))
+    run = graph.cluster_run
+    assert run is not None and run.placement == tuple(federates(graph))
+    assert [n.node_id[:12] for n in run.nodes] == [placed[w][0] for w in range(3)]
+    drawn = Diagram(graph).to_dict()
+    assert f"worker 2 on node {placed[2][0]}" in drawn["workers_text"]
+    sink = next(b for b in drawn["root"]["children"] if b.get("full") == "Relay.k")
+    assert sink["workers"] == [2] and sink["nodes"] == [placed[2][0]]
     time.sleep(0.5)
     assert not any(os.path.exists(f"/proc/{pid}") for _, pid in placed.values())
 

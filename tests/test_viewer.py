@@ -15,7 +15,7 @@ from conftest import LF_TESTS, ROOT
 from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, format_time, load_trace, reaction_key, render
-from reactors.program import Program
+from reactors.program import FORMAT_VERSION, Program
 
 PROGRAMS = {
     "NestedBanks": LF_TESTS / "multiport" / "NestedBanks.lf",
@@ -92,7 +92,7 @@ def test_graph_of_another_version_is_an_error(built, tmp_path):
         timeout=60,
     )
     assert r.returncode == 1 and r.stderr.startswith("lfc-graph: error:")
-    assert "format version: expected 3, found 1" in r.stderr
+    assert f"format version: expected {FORMAT_VERSION}, found 1" in r.stderr
 
 
 def test_banks_are_one_box_with_their_width(built):
