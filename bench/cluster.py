@@ -1,4 +1,4 @@
-"""A round trip between two workers on two Ray nodes of this machine, beside Ray's own.
+"""Two Ray nodes of this machine: a round trip between two workers, and GymSim, beside Ray.
 
 The cluster is ``ray.cluster_utils.Cluster``: a head node and one more node, one CPU each, so
 that the two workers of a run (and Ray's actor) land on different nodes of this host. Ours:
@@ -6,17 +6,27 @@ that the two workers of a run (and Ray's actor) land on different nodes of this 
 values cross in shared memory, as between the nodes of one host they can), per message: a
 run of ``n`` messages minus a run of 1. Ray: a call of an actor on the other node that returns
 its argument plus one (``ray.get(actor.ping.remote(k))``), and the same call through a Ray
-Compiled Graph (``execute(k).get()``). Target (issue "Beyond one machine"): ours <= 1/5 of a
-Ray actor call. Across hosts nothing is measured: values between hosts need a network
-transport, which the runtime does not have yet.
+Compiled Graph (``execute(k).get()``). Target: ours <= 1/5 of a Ray actor call.
+
+GymSim (``lf_src/bench/GymSim.lf``, CartPole, 15 environments) with ``--cluster ray=ADDRESS
+-w 2``: the environment bank spread over the two nodes' workers; beside it 15 Ray actors
+spread over the same nodes (scheduling strategy ``SPREAD``), one remote call per environment
+per round and ``ray.get`` every round, as in :mod:`bench.gym_sim`. Target: ours >= 10x Ray.
+
+Across hosts nothing is measured: values between hosts need a network transport, which the
+runtime does not have yet.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 
 from .common import Row, scratch, timed_run
-from .programs import build_program, load_average
+from .gym_sim import N_ENVS, SEED, StepperHost
+from .programs import LF_BENCH, build_program, load_average
 from .raysession import compiled, rate
 
 
@@ -34,14 +44,41 @@ def _ours_us(address: str, n: int, reps: int) -> float:
     return (t_big - t_one) / n * 1e6
 
 
+def _ours_gym(address: str, rounds: int) -> float:
+    """Env steps/s of GymSim CartPole on the cluster's two nodes (its RESULT)."""
+    defines = {"env_id": "CartPole-v1", "n": N_ENVS, "rounds": rounds, "seed": SEED}
+    launcher = build_program("GymSim", defines, scratch())
+    cmd = [str(launcher), "-w", "2", "--cluster", f"ray={address}"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"GymSim --cluster exited {r.returncode}: {r.stderr[-400:]}")
+    line = next(x for x in reversed(r.stdout.splitlines()) if x.startswith("RESULT "))
+    return float(json.loads(line[len("RESULT ") :])["steps_per_s"])
+
+
+def _ray_gym(ray, rounds: int, warmup: int) -> float:
+    """Env steps/s of 15 Ray actors (one CartPole each) spread over the nodes."""
+    host = ray.remote(num_cpus=0, scheduling_strategy="SPREAD")(StepperHost)
+    hosts = [host.remote() for _ in range(N_ENVS)]
+    ray.get([h.make.remote("CartPole-v1", SEED, i) for i, h in enumerate(hosts)])
+    per_round = rate(rounds, warmup, lambda i: ray.get([h.step.remote(i) for h in hosts]))
+    return N_ENVS / per_round
+
+
 def run(quick: bool) -> list[Row]:
     import ray
     from ray.cluster_utils import Cluster
     from ray.dag import InputNode
 
     n, reps, calls = (5_000, 1, 500) if quick else (50_000, 3, 3_000)
+    gym_rounds, ray_rounds = (1_000, 50) if quick else (10_000, 500)
     title = f"Round trip between 2 workers on 2 Ray nodes of this host, {n:,} tags"
+    gym_title = f"GymSim CartPole, {N_ENVS} envs over 2 Ray nodes of this host"
     load = load_average()
+    os.environ["PYTHONPATH"] = os.pathsep.join(  # for the actors' imports (bench, stepper)
+        p for p in (str(LF_BENCH), os.getcwd(), os.environ.get("PYTHONPATH")) if p
+    )
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
     )
@@ -49,6 +86,7 @@ def run(quick: bool) -> list[Row]:
         cluster.add_node(num_cpus=1, resources={"other": 1})
         cluster.wait_for_nodes()
         ours = _ours_us(cluster.address, n, reps)
+        gym = _ours_gym(cluster.address, gym_rounds)
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
         try:
             pong = ray.remote(num_cpus=0, resources={"other": 1})(_Pong).remote()
@@ -57,6 +95,7 @@ def run(quick: bool) -> list[Row]:
                 dag = pong.ping.bind(inp)
             with compiled(dag) as graph:
                 cgraph = rate(calls, 50, lambda k: graph.execute(k).get()) * 1e6
+            gym_ray = _ray_gym(ray, ray_rounds, 10)
         finally:
             ray.shutdown()
     finally:
@@ -85,5 +124,20 @@ def run(quick: bool) -> list[Row]:
             "µs/call",
             ratio=cgraph / ours if ours > 0 else None,
             note="execute(k).get()",
+        ),
+        Row(
+            gym_title,
+            "ours (GymSim, --cluster ray -w 2)",
+            gym,
+            "env steps/s",
+            note=f"{gym_rounds:,} rounds; the bank over the 2 nodes' workers",
+        ),
+        Row(
+            gym_title,
+            "Ray actors (one per env, SPREAD)",
+            gym_ray,
+            "env steps/s",
+            ratio=gym / gym_ray if gym_ray > 0 else None,
+            note=f"{ray_rounds} rounds; target ours >= 10x: {'MET' if gym >= 10 * gym_ray else 'MISSED'}",
         ),
     ]
