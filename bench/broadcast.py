@@ -28,7 +28,8 @@ class Echo:
         return data
 
 
-def _payload() -> np.ndarray:
+def payload() -> np.ndarray:
+    """The broadcast array: MIB MiB of seeded random uint8."""
     return np.random.default_rng(0).integers(0, 256, MIB << 20, dtype=np.uint8)
 
 
@@ -39,7 +40,7 @@ def ours_ms(n: int, rounds: int) -> float:
 
 def ray_ms(ray, n: int, rounds: int) -> float:
     actors = [ray.remote(Echo).remote() for _ in range(n)]
-    data = _payload()
+    data = payload()
 
     def one_round(_):
         ref = ray.put(data)

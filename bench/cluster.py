@@ -13,6 +13,11 @@ GymSim (``lf_src/bench/GymSim.lf``, CartPole, 15 environments) with ``--cluster 
 spread over the same nodes (scheduling strategy ``SPREAD``), one remote call per environment
 per round and ``ray.get`` every round, as in :mod:`bench.gym_sim`. Target: ours >= 10x Ray.
 
+A 10 MiB numpy array broadcast to 4 reactors and gathered back (``lf_src/bench/Broadcast16.lf``,
+``n`` = 4) with ``--cluster ray=ADDRESS -w 2``: the receivers dealt over the two nodes'
+workers; beside it ``ray.put`` and one call to each of 4 Ray actors on the other node, as in
+:mod:`bench.broadcast`. No target.
+
 Across hosts nothing is measured: values between hosts need a network transport, which the
 runtime does not have yet.
 """
@@ -24,6 +29,7 @@ import os
 import statistics
 import subprocess
 
+from .broadcast import MIB, Echo, payload
 from .common import Row, scratch, timed_run
 from .gym_sim import N_ENVS, SEED, StepperHost
 from .programs import LF_BENCH, build_program, load_average
@@ -47,14 +53,39 @@ def _ours_us(address: str, n: int, reps: int) -> float:
 def _ours_gym(address: str, rounds: int) -> float:
     """Env steps/s of GymSim CartPole on the cluster's two nodes (its RESULT)."""
     defines = {"env_id": "CartPole-v1", "n": N_ENVS, "rounds": rounds, "seed": SEED}
-    launcher = build_program("GymSim", defines, scratch())
+    return float(_result(build_program("GymSim", defines, scratch()), address)["steps_per_s"])
+
+
+def _ours_broadcast(address: str, receivers: int, rounds: int) -> float:
+    """ms per round of Broadcast16 (``receivers`` echo reactors) on the cluster's nodes."""
+    defines = {"n": receivers, "mib": MIB, "rounds": rounds}
+    return float(_result(build_program("Broadcast16", defines, scratch()), address)["ms_per_round"])
+
+
+def _result(launcher, address: str) -> dict:
+    """The RESULT of a built bench program run with ``-w 2`` on the cluster at ``address``."""
     cmd = [str(launcher), "-w", "2", "--cluster", f"ray={address}"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if r.returncode != 0:
-        raise RuntimeError(f"GymSim --cluster exited {r.returncode}: {r.stderr[-400:]}")
+        raise RuntimeError(f"{launcher.name} --cluster exited {r.returncode}: {r.stderr[-400:]}")
     line = next(x for x in reversed(r.stdout.splitlines()) if x.startswith("RESULT "))
-    return float(json.loads(line[len("RESULT ") :])["steps_per_s"])
+    return json.loads(line[len("RESULT ") :])
+
+
+def _ray_broadcast(ray, receivers: int, rounds: int) -> float:
+    """ms per round of ``ray.put`` and one echo call to each of the actors on the other node."""
+    actors = [
+        ray.remote(num_cpus=0, resources={"other": 0.01})(Echo).remote() for _ in range(receivers)
+    ]
+    data = payload()
+
+    def one_round(_):
+        ref = ray.put(data)
+        got = ray.get([a.echo.remote(ref) for a in actors])
+        assert all(g.shape == data.shape for g in got)
+
+    return rate(rounds, 3, one_round) * 1e3
 
 
 def _ray_gym(ray, rounds: int, warmup: int) -> float:
@@ -73,6 +104,8 @@ def run(quick: bool) -> list[Row]:
 
     n, reps, calls = (5_000, 1, 500) if quick else (50_000, 3, 3_000)
     gym_rounds, ray_rounds = (1_000, 50) if quick else (10_000, 500)
+    cast_rounds, ray_cast_rounds = (30, 10) if quick else (300, 50)
+    cast_title = f"Broadcast/gather {MIB} MiB to 4 reactors over 2 Ray nodes of this host"
     title = f"Round trip between 2 workers on 2 Ray nodes of this host, {n:,} tags"
     gym_title = f"GymSim CartPole, {N_ENVS} envs over 2 Ray nodes of this host"
     load = load_average()
@@ -87,15 +120,17 @@ def run(quick: bool) -> list[Row]:
         cluster.wait_for_nodes()
         ours = _ours_us(cluster.address, n, reps)
         gym = _ours_gym(cluster.address, gym_rounds)
+        cast = _ours_broadcast(cluster.address, 4, cast_rounds)
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
         try:
-            pong = ray.remote(num_cpus=0, resources={"other": 1})(_Pong).remote()
+            pong = ray.remote(num_cpus=0, resources={"other": 0.01})(_Pong).remote()
             call = rate(calls, 50, lambda k: ray.get(pong.ping.remote(k))) * 1e6
             with InputNode() as inp:
                 dag = pong.ping.bind(inp)
             with compiled(dag) as graph:
                 cgraph = rate(calls, 50, lambda k: graph.execute(k).get()) * 1e6
             gym_ray = _ray_gym(ray, ray_rounds, 10)
+            cast_ray = _ray_broadcast(ray, 4, ray_cast_rounds)
         finally:
             ray.shutdown()
     finally:
@@ -139,5 +174,20 @@ def run(quick: bool) -> list[Row]:
             "env steps/s",
             ratio=gym / gym_ray if gym_ray > 0 else None,
             note=f"{ray_rounds} rounds; target ours >= 10x: {'MET' if gym >= 10 * gym_ray else 'MISSED'}",
+        ),
+        Row(
+            cast_title,
+            "ours (Broadcast16, --cluster ray -w 2)",
+            cast,
+            "ms/round",
+            note=f"{cast_rounds} rounds; the 4 receivers dealt over the 2 nodes' workers",
+        ),
+        Row(
+            cast_title,
+            "Ray (put + 4 actors on the other node)",
+            cast_ray,
+            "ms/round",
+            ratio=cast_ray / cast if cast > 0 else None,
+            note=f"{ray_cast_rounds} rounds; no target",
         ),
     ]
