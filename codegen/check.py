@@ -266,7 +266,11 @@ class _FileChecker:
         if i.type_args:
             self.rep.error("generic reactors are not supported by the Python target", i.pos)
         if i.host:
-            self.rep.warning("'at' places federates; it has no effect on a single program", i.pos)
+            self.rep.warning(
+                "'at' chooses the node of the instance's worker with --cluster ray (Ray resource "
+                "'node:ADDRESS', or the host name); without it, it has no effect",
+                i.pos,
+            )
         for a in i.assignments:
             if a.style != "=":
                 self.rep.error("assign parameters with '=' in the Python target", a.pos)

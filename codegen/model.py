@@ -8,6 +8,7 @@ comes from emitting the module (:func:`codegen.emit.emit_program` fills it in).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
 from reactors import program as pm
@@ -105,7 +106,7 @@ def _instance(i: Instance) -> pm.ReactorInstance:
         line=i.site.pos.line if i.site else i.cls.decl.pos.line,
         label=_text_attribute(i.site.attributes if i.site else (), "label"),
         pin=_pin(i),
-        node=_text_attribute(i.site.attributes if i.site else (), "node"),
+        node=_node(i),
         ports=tuple(
             pm.PortSpec(name=p.name, kind=pm.PortKind(p.kind), width=p.width, mutable=p.mutable)
             for p in i.ports.values()
@@ -176,6 +177,25 @@ def _pin(i: Instance) -> int | None:
         return int(a.params[0].value.text)
     except ValueError:
         return None
+
+
+def _node(i: Instance) -> str | None:
+    """The Ray resource that the node of the instance's worker must have with ``--cluster``:
+    the label of ``@node("label")``, else for LF's ``at [user@]host[:port]`` the resource
+    ``node:HOST`` of an IP address (every Ray node has that of its own address) or the
+    host name itself (a custom resource the node is started with); None without either."""
+    label = _text_attribute(i.site.attributes if i.site else (), "node")
+    if label is not None or i.site is None or not i.site.host:
+        return label
+    host = i.site.host.rpartition("@")[2]
+    if host.count(":") == 1:  # host:port (an IPv6 address has more colons)
+        host = host.partition(":")[0]
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return f"node:{host}"
 
 
 def _text_attribute(attributes: tuple[tree.Attribute, ...], name: str) -> str | None:

@@ -73,13 +73,19 @@ def node_labels(graph: Program, plan: Plan) -> list[tuple[str, ...]]:
 
 
 def _check_labels(labels: list[tuple[str, ...]], resources: dict, graph: Program) -> None:
-    """Raise ClusterError naming a ``@node`` label that no node of the cluster has."""
+    """Raise ClusterError naming a reactor whose ``@node`` or ``at`` asks for a Ray resource
+    that no node of the cluster has."""
     for label in sorted({x for ls in labels for x in ls}):
         if label not in resources:
             who = next(r.name for r in graph.reactors if r.node == label)
+            hint = (
+                "a node on that host"
+                if label.startswith("node:")
+                else f"a node with `ray start ... --resources '{{\"{label}\": 1}}'`"
+            )
             raise ClusterError(
-                f'@node("{label}") on {who}: no node of the Ray cluster has the resource '
-                f"'{label}'; start one with `ray start ... --resources '{{\"{label}\": 1}}'`"
+                f"{who} needs a node with the Ray resource '{label}' (its @node or 'at'), "
+                f"which no node of the cluster has; start {hint}"
             )
 
 

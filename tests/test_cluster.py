@@ -181,12 +181,26 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
     assert not any(os.path.exists(f"/proc/{pid}") for _, pid in placed.values())
 
 
+def test_at_and_node_name_the_ray_resource_of_a_federate(tmp_path):
+    from reactors.program import Program
+
+    build(FIXTURES / "Placed.lf", tmp_path)
+    graph = Program.load(str(tmp_path / "src-gen/Placed/graph.json"))
+    wanted = {r.name: r.node for r in graph.reactors}
+    assert wanted == {
+        "Placed": None,
+        "Placed.a": "node:10.255.255.1",  # every Ray node has "node:<its address>"
+        "Placed.b": "gpu-box",
+        "Placed.c": "nowhere",
+    }
+
+
 @needs_ray
-def test_a_node_label_that_no_node_has_is_a_message(tmp_path, cluster):
-    launcher = build(FIXTURES / "Nowhere.lf", tmp_path)
-    p, _, err = _run(launcher, "-w", "2", "--cluster", f"ray={cluster}", timeout=60)
+def test_a_node_that_no_node_of_the_cluster_matches_is_a_message(tmp_path, cluster):
+    launcher = build(FIXTURES / "Placed.lf", tmp_path)
+    p, _, err = _run(launcher, "--cluster", f"ray={cluster}", timeout=60)
     assert p.returncode == 1, err
-    assert '@node("nowhere") on Nowhere.b: no node of the Ray cluster has the resource' in err
+    assert "Placed.b needs a node with the Ray resource 'gpu-box'" in err
     assert "Traceback" not in err
     assert not _leftovers(p.pid)
 
