@@ -289,3 +289,56 @@ def test_a_node_that_dies_stops_the_run_within_two_seconds(tmp_path, ray_cluster
     assert f"worker {w} on Ray node {placed[w][0]}" in stderr, stderr
     assert f"(it ran Chatter.n[{w}])" in stderr
     assert not _leftovers(p.pid)
+
+
+@needs_ray
+def test_a_killed_supervisor_leaves_no_actor_segment_or_placement_group(tmp_path, cluster):
+    import ray
+
+    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
+    args = ["-w", "2", "--fast", "false", "--cluster", f"ray={cluster}", "--verbose"]
+    p = subprocess.Popen(
+        [str(launcher), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        cwd=tmp_path,
+    )
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
+    reader.start()
+    try:
+        for line in p.stdout:  # type: ignore[union-attr]
+            if "got 100" in line:
+                break
+        actors = [pid for _, pid in _placements("".join(err)).values()]
+        assert len(actors) == 2
+    finally:
+        p.kill()  # the launcher execs the program: this is the supervisor
+        p.wait(10)
+    end = time.monotonic() + 5
+    while any(_alive(pid) for pid in actors) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in actors)
+    time.sleep(0.5)
+    assert not _leftovers(p.pid)
+    ray.init(address=cluster, logging_level="ERROR", log_to_driver=False)
+    try:
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            states = {v["state"] for v in ray.util.placement_group_table().values()}
+            if states <= {"REMOVED"}:
+                break
+            time.sleep(0.2)
+        assert states <= {"REMOVED"}, states
+    finally:
+        ray.shutdown()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
