@@ -69,8 +69,10 @@ def _rebuild_fd(dup: Any) -> int:
 
 
 @dataclass(frozen=True)
-class _Spec:
-    """Everything a worker process needs (pickled by spawn)."""
+class WorkerSpec:
+    """What any worker process of a run needs (:func:`run_worker`): the generated module's
+    path and name, the graph, the plan, its own index, the run's segment prefix, the
+    launcher's options, the logging level and the supervising process's id."""
 
     module_path: str
     module_name: str
@@ -78,10 +80,16 @@ class _Spec:
     plan: Plan
     me: int
     prefix: str
-    fds: list
     opts: Any
     logging: str
     parent: int
+
+
+@dataclass(frozen=True)
+class _Spec(WorkerSpec):
+    """A spawned worker's spec (pickled by spawn): also its inherited bells' descriptors."""
+
+    fds: list
 
 
 class ShmChannels:
@@ -149,10 +157,10 @@ class ProcessTransport:
                     self.plan,
                     w,
                     self.prefix,
-                    fds,
                     opts,
                     level,
                     os.getpid(),
+                    fds,
                 )
                 p = ctx.Process(target=_child, args=(spec,), name=f"lf-worker-{w}", daemon=True)
                 p.start()
@@ -305,7 +313,7 @@ def run_worker(
     spec: Any, bells: list[Bell], idle: Callable[[Control], Idle]
 ) -> tuple[int, int] | None:
     """Be worker ``spec.me`` of the run whose control segment is ``spec.prefix + "ctl"``
-    (``spec``: a :class:`_Spec` or one with the same fields), woken by ``bells`` (one per
+    (``spec``: that of its transport), woken by ``bells`` (one per
     worker, then the supervisor's), with the idle check ``idle(ctl)``. Returns the worker's
     exit status and the ``STOP_ASKED`` cell at its end (non-zero: stopped on a signal), or
     None when the run already ended (no control segment)."""

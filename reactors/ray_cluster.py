@@ -43,7 +43,7 @@ from .costs import GRAPH_FILE, record
 from .errors import ClusterError
 from .log import Log
 from .plan import Plan
-from .processes import ProcessTransport, run_worker
+from .processes import ProcessTransport, WorkerSpec, run_worker
 from .program import ClusterRun, NodePlacement, Program
 from .shm import unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
@@ -118,22 +118,12 @@ class FifoBell(FdBell):
 
 
 @dataclass(frozen=True)
-class ActorSpec:
-    """What a worker actor needs (sent with its call): the fields of the processes
-    transport's spec that :func:`reactors.processes.run_worker` reads, plus the supervisor's
-    process, bells (FIFO paths, one per worker then the supervisor's), working directory,
-    environment and ``sys.path``."""
+class ActorSpec(WorkerSpec):
+    """What a worker actor needs (sent with its call): also the bells (FIFO paths, one per
+    worker then the supervisor's), and the supervisor's working directory, environment and
+    ``sys.path``."""
 
-    module_path: str
-    module_name: str
-    graph: Program
-    plan: Plan
-    me: int
-    prefix: str
     bells: tuple[str, ...]
-    opts: Any
-    logging: str
-    parent: int
     cwd: str
     env: dict[str, str]
     sys_path: tuple[str, ...]
@@ -348,10 +338,10 @@ class RayTransport(ProcessTransport):
                 self.plan,
                 w,
                 self.prefix,
-                self.bell_paths,
                 opts,
                 level,
                 os.getpid(),
+                self.bell_paths,
                 os.getcwd(),
                 env,
                 tuple(sys.path),

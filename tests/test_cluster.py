@@ -26,19 +26,18 @@ FIXTURES = Path(__file__).parent / "cluster_fixtures"
 FAULTS = Path(__file__).parent / "fault_fixtures"
 WORKER_LINE = re.compile(r"---- Worker (\d+) on Ray node (\w+) \(.*\), process (\d+)")
 
-_NO_RAY = pytest.mark.skipif(
+needs_ray = pytest.mark.skipif(  # a test on the module's cluster
     importlib.util.find_spec("ray") is None,
     reason="Ray is not installed (pip install -e '.[cluster]')",
 )
 
 
-def needs_ray(test):
-    """A test on the module's cluster: skipped without Ray; all on one xdist worker (make
-    test runs ``--dist loadgroup``), so that one cluster serves them."""
-    return pytest.mark.xdist_group("ray-cluster")(_NO_RAY(test))
+# every test of the module on one xdist worker, one after the other (make test runs
+# ``--dist loadgroup``): one cluster serves them, and it is gone when the module ends
+pytestmark = pytest.mark.xdist_group("ray-cluster")
 
 
-@pytest.fixture(scope="session")  # a module's fixture is made again when xdist interleaves
+@pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster of three nodes of one CPU each (``ray.cluster_utils.Cluster``)."""
     from ray.cluster_utils import Cluster
@@ -79,6 +78,44 @@ def _run(launcher: Path, *args: str, timeout: float = 180) -> tuple[subprocess.P
     )
     out, err = p.communicate(timeout=timeout)
     return p, out, err
+
+
+class _Chatter:
+    """``Chatter -w 2`` on the cluster at ``address`` in real time, with ``--verbose``, read
+    until its 100th line: ``p`` the process (the supervisor: the launcher execs it), ``err``
+    its stderr lines so far (read on), ``placed`` :func:`_placements`."""
+
+    def __init__(self, tmp_path: Path, address: str):
+        launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
+        args = ["-w", "2", "--fast", "false", "--cluster", f"ray={address}", "--verbose"]
+        self.p = subprocess.Popen(
+            [str(launcher), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            cwd=tmp_path,
+        )
+        self.err: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.err.extend(self.p.stderr), daemon=True)
+        self.reader.start()
+        for line in self.p.stdout:  # type: ignore[union-attr]
+            if "got 100" in line:
+                break
+        self.placed = _placements("".join(self.err))
+
+    def end(self, timeout: float = 30) -> tuple[int, float, str]:
+        """Wait for the exit (killed after ``timeout`` s): its status, the seconds waited and
+        the whole stderr."""
+        t0 = time.monotonic()
+        try:
+            rc = self.p.wait(timeout)
+        finally:
+            if self.p.poll() is None:
+                self.p.kill()
+        waited = time.monotonic() - t0
+        self.reader.join(5)
+        return rc, waited, "".join(self.err)
 
 
 def _placements(stderr: str) -> dict[int, tuple[str, int]]:
@@ -207,116 +244,54 @@ def test_a_node_that_no_node_of_the_cluster_matches_is_a_message(tmp_path, clust
 
 @needs_ray
 def test_a_killed_actor_stops_the_run_with_its_node_and_reactors(tmp_path, cluster):
-    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
-    p = subprocess.Popen(
-        [str(launcher), "-w", "2", "--fast", "false", "--cluster", f"ray={cluster}", "--verbose"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        cwd=tmp_path,
-    )
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
-    reader.start()
-    try:
-        for line in p.stdout:  # type: ignore[union-attr]
-            if "got 100" in line:
-                break
-        placed = _placements("".join(err))
-        node, pid = placed[1]
-        t0 = time.monotonic()
-        os.kill(pid, signal.SIGKILL)
-        rc = p.wait(30)
-        out_s = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            p.kill()
-    reader.join(5)
-    stderr = "".join(err)
+    run = _Chatter(tmp_path, cluster)
+    node, pid = run.placed[1]
+    os.kill(pid, signal.SIGKILL)
+    rc, out_s, stderr = run.end()
     assert rc == 1, stderr
     assert out_s < 2.0, out_s
     assert f"worker 1 on Ray node {node[:12]}" in stderr, stderr
     assert "(it ran Chatter.n[1])" in stderr
     assert "Traceback" not in stderr
-    assert not _leftovers(p.pid)
-    assert not os.path.exists(f"/proc/{placed[0][1]}")  # the other actor is gone too
+    assert not _leftovers(run.p.pid)
+    assert not _alive(run.placed[0][1])  # the other actor is gone too
 
 
 @needs_ray
 def test_a_node_that_dies_stops_the_run_within_two_seconds(tmp_path, ray_cluster):
-    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
-    args = ["-w", "2", "--fast", "false", "--cluster", f"ray={ray_cluster.address}", "--verbose"]
-    p = subprocess.Popen(
-        [str(launcher), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        cwd=tmp_path,
+    run = _Chatter(tmp_path, ray_cluster.address)
+    # a node other than the head (whose loss would end the cluster) that runs a worker
+    victim, w = next(
+        (n, w)
+        for w in (1, 0)
+        for n in ray_cluster.worker_nodes
+        if n.node_id.startswith(run.placed[w][0])
     )
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
-    reader.start()
     try:
-        for line in p.stdout:  # type: ignore[union-attr]
-            if "got 100" in line:
-                break
-        placed = _placements("".join(err))
-        # a node other than the head (whose loss would end the cluster) that runs a worker
-        victim, w = next(
-            (n, w)
-            for w in (1, 0)
-            for n in ray_cluster.worker_nodes
-            if n.node_id.startswith(placed[w][0])
-        )
-        t0 = time.monotonic()
         ray_cluster.remove_node(victim, allow_graceful=False)
-        rc = p.wait(30)
-        out_s = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            p.kill()
-        # three nodes again for any later test
+        rc, out_s, stderr = run.end()
+    finally:  # three nodes again for any later test
         if victim is ray_cluster.sink_node:
             ray_cluster.sink_node = ray_cluster.add_node(num_cpus=1, resources={"sink": 1})
         else:
             ray_cluster.add_node(num_cpus=1)
-    reader.join(5)
-    stderr = "".join(err)
     assert rc == 1, stderr
     assert out_s < 2.0, out_s
-    assert f"worker {w} on Ray node {placed[w][0]}" in stderr, stderr
+    assert f"worker {w} on Ray node {run.placed[w][0]}" in stderr, stderr
     assert f"(it ran Chatter.n[{w}])" in stderr
-    assert not _leftovers(p.pid)
+    assert not _leftovers(run.p.pid)
 
 
 @needs_ray
 def test_a_killed_supervisor_leaves_no_actor_segment_or_placement_group(tmp_path, cluster):
     import ray
 
-    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
-    args = ["-w", "2", "--fast", "false", "--cluster", f"ray={cluster}", "--verbose"]
-    p = subprocess.Popen(
-        [str(launcher), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        cwd=tmp_path,
-    )
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
-    reader.start()
-    try:
-        for line in p.stdout:  # type: ignore[union-attr]
-            if "got 100" in line:
-                break
-        actors = [pid for _, pid in _placements("".join(err)).values()]
-        assert len(actors) == 2
-    finally:
-        p.kill()  # the launcher execs the program: this is the supervisor
-        p.wait(10)
+    run = _Chatter(tmp_path, cluster)
+    actors = [pid for _, pid in run.placed.values()]
+    assert len(actors) == 2
+    run.p.kill()
+    run.end()
+    p = run.p
     end = time.monotonic() + 5
     while any(_alive(pid) for pid in actors) and time.monotonic() < end:
         time.sleep(0.05)
