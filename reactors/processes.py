@@ -310,21 +310,24 @@ def _child(spec: _Spec) -> None:
 
 
 def run_worker(
-    spec: Any, bells: list[Bell], idle: Callable[[Control], Idle]
+    spec: Any,
+    bells: list[Bell],
+    idle: Callable[[Control], Idle],
+    attach: Callable[[Any], tuple[Control, Any, int]] | None = None,
 ) -> tuple[int, int] | None:
     """Be worker ``spec.me`` of the run whose control segment is ``spec.prefix + "ctl"``
     (``spec``: that of its transport), woken by ``bells`` (one per
-    worker, then the supervisor's), with the idle check ``idle(ctl)``. Returns the worker's
-    exit status and the ``STOP_ASKED`` cell at its end (non-zero: stopped on a signal), or
-    None when the run already ended (no control segment)."""
+    worker, then the supervisor's), with the idle check ``idle(ctl)``. ``attach(spec)``
+    gives the control block, the channel ends and the spin budget (ns) when they are not the
+    shared-memory ones of :func:`attach_shm`. Returns the worker's exit status and the
+    ``STOP_ASKED`` cell at its end (non-zero: stopped on a signal), or None when the run
+    already ended (no control segment)."""
     try:
-        seg = Segment(spec.prefix + "ctl")
+        ctl, channels, spin_ns = (attach or attach_shm)(spec)
     except FileNotFoundError:
         return None
-    assert seg.buf is not None  # an open segment has its buffer
-    ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels, len(spec.plan.batches))
     log = Log(spec.logging)
-    end = Endpoint(ctl, bells, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS, idle(ctl))
+    end = Endpoint(ctl, bells, channels, spin_ns, idle(ctl))
     status = 1
     try:
         module = _import(spec.module_path, spec.module_name)
@@ -342,6 +345,17 @@ def run_worker(
         asked = ctl.cells[STOP_ASKED]
         ctl.release()
     return status, asked
+
+
+def attach_shm(spec: Any) -> tuple[Control, ShmChannels, int]:
+    """Worker ``spec.me``'s control block (on the segment ``spec.prefix + "ctl"``, kept
+    mapped as ``ctl.segment``), its shared-memory channel ends and the spin budget
+    (:data:`SPIN_NS`). Raises FileNotFoundError when the segment is gone (the run ended)."""
+    seg = Segment(spec.prefix + "ctl")
+    assert seg.buf is not None  # an open segment has its buffer
+    ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels, len(spec.plan.batches))
+    ctl.segment = seg  # type: ignore[attr-defined]  # the mapping lives as long as the block
+    return ctl, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS
 
 
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)

@@ -449,10 +449,12 @@ class NodePlacement:
 class ClusterRun:
     """Where the latest ``--cluster`` run's workers ran (that run writes it into graph.json;
     the compiler writes none): ``nodes[w]`` for worker ``w``, ``placement`` the worker of each
-    reactor id."""
+    reactor id, ``sent_bytes[w]`` what worker ``w`` sent to other nodes over the network
+    transport (:mod:`reactors.net`; empty when the run was on one node or did not finish)."""
 
     nodes: tuple[NodePlacement, ...]
     placement: tuple[int, ...]
+    sent_bytes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

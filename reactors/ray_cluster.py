@@ -42,10 +42,24 @@ from typing import Any
 from .costs import GRAPH_FILE, record
 from .errors import ClusterError
 from .log import Log
+from .net import (
+    SUPERVISOR,
+    Link,
+    NetCells,
+    NetChannels,
+    NetControl,
+    NetError,
+    NetPlan,
+    Receiver,
+    cell_policy,
+    new_secret,
+    node_prefix,
+    snapshot,
+)
 from .plan import Plan
-from .processes import ProcessTransport, WorkerSpec, run_worker
+from .processes import SPIN_NS, ProcessTransport, WorkerSpec, run_worker
 from .program import ClusterRun, NodePlacement, Program
-from .shm import unlink_prefix
+from .shm import Segment, unlink_prefix
 from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
 from .transport import Bell, Idle, WorkerDied
@@ -117,16 +131,33 @@ class FifoBell(FdBell):
             pass
 
 
+class NullBell:
+    """The bell of a waiter on another node: ringing it does nothing (that node's receiver
+    rings its sleepers, :class:`reactors.net.Receiver`)."""
+
+    def ring(self) -> None:
+        pass
+
+
+def bell_path(prefix: str, w: int) -> str:
+    """The FIFO of worker ``w``'s bell (``w`` = the worker count: the supervisor's) on the
+    node whose segment prefix is ``prefix``."""
+    return f"/dev/shm/{prefix}bell{w}"
+
+
 @dataclass(frozen=True)
 class ActorSpec(WorkerSpec):
     """What a worker actor needs (sent with its call): also the bells (FIFO paths, one per
-    worker then the supervisor's), and the supervisor's working directory, environment and
-    ``sys.path``."""
+    worker then the supervisor's), the supervisor's working directory, environment and
+    ``sys.path``, whether the actor runs on the supervisor's host (``same_host``) and, when
+    the run spans several nodes, where they are (``net``)."""
 
     bells: tuple[str, ...]
     cwd: str
     env: dict[str, str]
     sys_path: tuple[str, ...]
+    same_host: bool = True
+    net: NetPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -163,25 +194,102 @@ class WorkerActor:
             os.path.exists(f"/dev/shm/{prefix}ctl"),
         )
 
-    def run(self, spec: ActorSpec) -> int:
-        """Be worker ``spec.me`` until the run ends; its exit status."""
+    def serve(
+        self, plan: Plan, prefix: str, node: int, local: tuple[int, ...], secret: bytes
+    ) -> tuple[str, int]:
+        """Hold node ``node``'s copy of the run whose segment prefix is ``prefix`` (this actor
+        runs the first of the node's workers ``local``): its control block, its workers'
+        bells and the receiver of what the other nodes send. Returns the receiver's
+        address."""
+        import ray
+
+        here = node_prefix(prefix, node)
+        n = plan.workers
+        seg = Segment(here + "ctl", True, Control.size(n, plan.channels, len(plan.batches)))
+        ctl = Control(seg.buf, n, plan.channels, len(plan.batches))  # type: ignore[arg-type]  # open
+        self.node_ctl, self.node_seg, self.node_prefix = ctl, seg, here
+        self.local = local
+        self.node_bells = {w: FifoBell(FifoBell.make(bell_path(here, w))) for w in local}
+        host = ray.util.get_node_ip_address()
+        self.receiver: Receiver | None = Receiver(ctl, here, host, secret, local, self.node_bells)
+        return self.receiver.address
+
+    def run(self, spec: ActorSpec) -> tuple[int, int]:
+        """Be worker ``spec.me`` until the run ends; its exit status and the bytes it sent
+        to other nodes."""
         _adopt(spec)
-        bells: list[Bell] = [FifoBell(p) for p in spec.bells]
-        ran = run_worker(spec, bells, lambda ctl: _idle(ctl, spec))
+        links: list[Link] = []
+        net = spec.net
+        if net is None:
+            bells: list[Any] = [FifoBell(p) for p in spec.bells]
+            attach = None
+        else:
+            node = net.node_of[spec.me]
+            here = node_prefix(spec.prefix, node)
+            n = len(net.node_of)
+            bells = [
+                FifoBell(bell_path(here, w)) if net.node_of[w] == node else NullBell()
+                for w in range(n)
+            ]
+            bells.append(FifoBell(spec.bells[-1]) if node == 0 else NullBell())
+            hosts = getattr(self, "receiver", None) is not None
+
+            def attach(spec: ActorSpec) -> tuple[Control, NetChannels, int]:
+                seg = Segment(here + "ctl")
+                peers = {k: a for k, a in enumerate(net.addresses) if k != node}
+                link = Link(peers, net.secret, spec.me)
+                links.append(link)
+                plan = spec.plan
+                ctl = NetControl(seg.buf, plan.workers, plan.channels, len(plan.batches), link)
+                ctl.segment = seg  # type: ignore[attr-defined]  # mapped while the block lives
+                # a receiver thread here needs the GIL promptly: do not poll
+                return ctl, NetChannels(ctl, here, spec.me, net), 0 if hosts else SPIN_NS
+
+        ran = run_worker(spec, bells, lambda ctl: _idle(ctl, spec), attach)
         for b in bells:
-            os.close(b.fd)  # type: ignore[attr-defined]  # FifoBells
+            if isinstance(b, FifoBell):
+                os.close(b.fd)
+        if getattr(self, "receiver", None) is not None:
+            self._release_node()
         sys.stdout.flush()
         sys.stderr.flush()
-        return 1 if ran is None else ran[0]
+        return (1 if ran is None else ran[0]), sum(link.sent_bytes for link in links)
+
+    def _release_node(self) -> None:
+        """Once every worker of this node ended (or the run was aborted), close the
+        receiver and unlink the node's copy of the run."""
+        cells = self.node_ctl.cells
+        end = time.monotonic() + _EXIT_S
+        while time.monotonic() < end and cells[STATE] != ABORT:
+            if all(
+                cells[self.node_ctl.worker_base(w) + STATUS] in (W_FAILED, W_FINISHED)
+                for w in self.local
+            ):
+                break
+            time.sleep(0.01)
+        assert self.receiver is not None
+        self.receiver.close()
+        self.receiver = None
+        for b in self.node_bells.values():
+            os.close(b.fd)
+        self.node_ctl.release()
+        try:
+            self.node_seg.close()
+        except BufferError:
+            pass
+        unlink_prefix(self.node_prefix)
 
 
 def _adopt(spec: ActorSpec) -> None:
-    """Take the supervisor's working directory, environment, module path and standard
-    output and error (the same host: through ``/proc``); leave SIGINT and SIGHUP to it."""
-    os.chdir(spec.cwd)
+    """Take the supervisor's working directory, environment, module path and, on its host,
+    its standard output and error (through ``/proc``); leave SIGINT and SIGHUP to it."""
+    try:
+        os.chdir(spec.cwd)
+    except OSError:  # another host without that folder: stay in Ray's
+        pass
     os.environ.update(spec.env)
     sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
-    for fd in (1, 2):
+    for fd in (1, 2) if spec.same_host else ():
         try:
             target = os.open(f"/proc/{spec.parent}/fd/{fd}", os.O_WRONLY | os.O_APPEND)
         except OSError:  # closed there: keep Ray's log file
@@ -204,7 +312,7 @@ def _idle(ctl: Control, spec: ActorSpec) -> Idle:
     def idle(_ready: list[int]) -> None:
         if ctl.cells[STATE] == ABORT:
             raise Aborted()
-        if not _alive(spec.parent):
+        if spec.same_host and not _alive(spec.parent):
             unlink_prefix(spec.prefix)
             raise Aborted()
 
@@ -268,6 +376,12 @@ class RayTransport(ProcessTransport):
         self.dead: dict[int, str] = {}
         self._watching = threading.Event()
         self._watcher: threading.Thread | None = None
+        self.receiver: Receiver | None = None
+        self.link: Link | None = None
+        self.node_bells: dict[int, FifoBell] = {}
+        self.supervisor_bell: FifoBell | None = None
+        self.graph_file = ""
+        self.nodes: tuple[NodePlacement, ...] = ()
 
     def _bells(self, n: int) -> list[int]:
         """One FIFO per worker and one for the supervisor, in ``/dev/shm`` with the run's
@@ -312,22 +426,18 @@ class RayTransport(ProcessTransport):
             )
         except ray.exceptions.RayError as e:
             raise ClusterError(f"the Ray cluster could not start the workers: {e}") from e
+        driver = ray.get_runtime_context().get_node_id()
+        nodes = [driver, *sorted({p.node_id for p in self.placements} - {driver})]
+        node_of = tuple(nodes.index(p.node_id) for p in self.placements)
         for w, p in enumerate(self.placements):
-            if not p.shares_memory:
-                raise ClusterError(
-                    f"worker {w} was placed on {p.describe()}, which does not share memory "
-                    f"with this process (host {os.uname().nodename}): workers on other hosts "
-                    "need a network transport, which this runtime does not have yet"
-                )
             if opts.verbose:
-                log.info(f"---- Worker {w} on {p.describe()}, process {p.pid}")
+                how = "shared memory" if node_of[w] == 0 else f"network, node copy {node_of[w]}"
+                log.info(f"---- Worker {w} on {p.describe()}, process {p.pid} ({how})")
+        net = self._network(node_of) if len(nodes) > 1 else None
         path = os.path.abspath(module.__file__ or "")
-        nodes = tuple(NodePlacement(p.node_id, p.address, p.host) for p in self.placements)
-        record(
-            os.path.join(os.path.dirname(path), GRAPH_FILE),
-            "cluster_run",
-            ClusterRun(nodes, self.plan.placement),
-        )
+        self.graph_file = os.path.join(os.path.dirname(path), GRAPH_FILE)
+        self.nodes = tuple(NodePlacement(p.node_id, p.address, p.host) for p in self.placements)
+        record(self.graph_file, "cluster_run", ClusterRun(self.nodes, self.plan.placement))
         level = graph.target.logging or DEFAULTS.logging
         env = dict(os.environ)
         for w, actor in enumerate(self.actors):
@@ -345,10 +455,47 @@ class RayTransport(ProcessTransport):
                 os.getcwd(),
                 env,
                 tuple(sys.path),
+                self.placements[w].shares_memory,
+                net,
             )
             self.calls.append(actor.run.remote(spec))
         self._watcher = threading.Thread(target=self._watch_calls, daemon=True)
         self._watcher.start()
+
+    def _network(self, node_of: tuple[int, ...]) -> NetPlan:
+        """Join the nodes of a run that spans several (``node_of[w]``: worker ``w``'s, 0 this
+        process's): a receiver here, a copy of the run on each other node (held by its first
+        worker's actor), this process's link to them, which sends them the control block as
+        it is now; from here on the supervisor's writes of cells go to every node."""
+        ray = self.ray
+        secret = new_secret()
+        n = self.plan.workers
+        k = max(node_of) + 1
+        local = [tuple(w for w in range(n) if node_of[w] == i) for i in range(k)]
+        self.node_bells = {w: FifoBell(self.bell_paths[w]) for w in local[0]}
+        self.supervisor_bell = FifoBell(self.bell_paths[-1])
+        host = ray.util.get_node_ip_address()
+        self.receiver = Receiver(
+            self.control, self.prefix, host, secret, local[0], self.node_bells, self.supervisor_bell
+        )
+        try:
+            served = ray.get(
+                [
+                    self.actors[local[i][0]].serve.remote(
+                        self.plan, self.prefix, i, local[i], secret
+                    )
+                    for i in range(1, k)
+                ],
+                timeout=_START_S,
+            )
+            addresses = (self.receiver.address, *served)
+            self.link = Link({i: addresses[i] for i in range(1, k)}, secret, SUPERVISOR)
+            snapshot(self.link, self.control)
+        except (ray.exceptions.RayError, NetError) as e:
+            raise ClusterError(f"the nodes of the run could not reach each other: {e}") from e
+        self.control.cells = NetCells(self.control.cells, cell_policy(self.control), self.link)  # type: ignore[assignment]
+        prefixes = tuple(node_prefix(self.prefix, i) for i in range(k))
+        return NetPlan(node_of, prefixes, tuple(addresses), secret)
 
     def _watch_calls(self) -> None:
         """Note each worker whose call failed (its actor or node died) and ring the
@@ -384,9 +531,9 @@ class RayTransport(ProcessTransport):
             if status in (W_FAILED, W_FINISHED):
                 continue
             why = self.dead.get(w)
-            if why is None and not _alive(p.raylet):  # the node went: its actors follow
+            if why is None and p.shares_memory and not _alive(p.raylet):  # its node went
                 why = "its node's raylet ended"
-            if why is None and not _alive(p.pid):
+            if why is None and p.shares_memory and not _alive(p.pid):
                 why = "its process ended"
             if why:
                 raise WorkerDied(f"worker {w} on {p.describe()} died: {why}", w)
@@ -395,7 +542,16 @@ class RayTransport(ProcessTransport):
         return [FifoBell(p) for p in self.bell_paths[:-1]]
 
     def join(self) -> None:
-        self.ray.wait(self.calls, num_returns=len(self.calls), timeout=_EXIT_S)
+        """Wait for the workers' calls; record in graph.json what each sent to other nodes."""
+        ray = self.ray
+        done, _ = ray.wait(self.calls, num_returns=len(self.calls), timeout=_EXIT_S)
+        if self.link is not None and len(done) == len(self.calls):
+            try:
+                sent = tuple(int(r[1]) for r in ray.get(self.calls, timeout=5))
+            except ray.exceptions.RayError:
+                return
+            run = ClusterRun(self.nodes, self.plan.placement, sent)
+            record(self.graph_file, "cluster_run", run)
 
     def shutdown(self, grace_s: float | None = None) -> None:
         """Wait for the workers' calls for the grace period (``grace_s`` seconds, default
@@ -405,7 +561,9 @@ class RayTransport(ProcessTransport):
         # the calls of the workers still alive (a dead node's are answered only when Ray
         # notices, seconds later)
         live = [
-            c for c, p in zip(self.calls, self.placements) if _alive(p.pid) and _alive(p.raylet)
+            c
+            for c, p in zip(self.calls, self.placements)
+            if not p.shares_memory or _alive(p.pid) and _alive(p.raylet)
         ]
         if live:
             grace = _GRACE_S if grace_s is None else grace_s
@@ -422,15 +580,25 @@ class RayTransport(ProcessTransport):
                 pass
         # the processes end a moment after Ray is told; the segments are unlinked after it
         end = time.monotonic() + 2.0
-        while any(_alive(p.pid) for p in self.placements) and time.monotonic() < end:
+        while (
+            any(p.shares_memory and _alive(p.pid) for p in self.placements)
+            and time.monotonic() < end
+        ):
             time.sleep(0.01)
         if self._watcher is not None:
             self._watcher.join(1.0)
 
     def close(self) -> None:
-        """Unlink the run's segments and FIFOs, close the bells, leave the cluster."""
+        """Stop the receiver, unlink the run's segments and FIFOs (on this host: those of
+        every node's copy too), close the bells, leave the cluster."""
+        if self.receiver is not None:
+            self.receiver.close()
+        if self.link is not None:
+            self.link.close()
+        for b in [*self.node_bells.values(), self.supervisor_bell]:
+            if b is not None:
+                os.close(b.fd)
         super().close()
-        unlink_prefix(self.prefix)
         if self.ray.is_initialized():
             self.ray.shutdown()
 

@@ -169,6 +169,13 @@ def _plain_array(v: Any) -> bool:
     )
 
 
+def slot_extent(kind: int, nbytes: int, meta: int) -> int:
+    """How many bytes of a slot hold its value: a pickle's ``nbytes`` (its length header
+    included), an array's or tensor's ``meta`` bytes of dtype and shape padded to ``_ALIGN``
+    then its ``nbytes`` of data."""
+    return nbytes if kind == K_PICKLE else -(-meta // _ALIGN) * _ALIGN + nbytes
+
+
 class Writer:
     """The writing side of one crossing, in its writer worker. ``port`` is the local root
     :class:`reactors.port.Port`; :meth:`publish` runs once per tag."""

@@ -26,6 +26,7 @@ from reactors.shm import unlink_prefix
 
 FIXTURES = Path(__file__).parent / "cluster_fixtures"
 FAULTS = Path(__file__).parent / "fault_fixtures"
+LF_BENCH = Path(__file__).parent.parent / "lf_src" / "bench"
 WORKER_LINE = re.compile(r"---- Worker (\d+) on Ray node (\w+) \(.*\), process (\d+)")
 
 needs_ray = pytest.mark.skipif(  # a test on the module's cluster
@@ -203,6 +204,8 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
     assert out == ref.stdout
     assert digest.read_text() == ref_digest
     assert not _leftovers(p.pid)
+    for w in range(3):  # each worker's node is its own: all that crossed went by network
+        assert re.search(rf"---- Worker {w} on .* \((shared memory|network, node copy \d)\)", err)
     # graph.json says where the workers ran, and the viewer shows it
     from codegen.viewer import Diagram
     from reactors.placement import federates
@@ -211,6 +214,7 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
     graph = Program.load(str(tmp_path / "src-gen/Relay/graph.json"))
     run = graph.cluster_run
     assert run is not None and run.placement == tuple(federates(graph))
+    assert len(run.sent_bytes) == 3 and min(run.sent_bytes) > 0  # the network transport's
     assert [n.node_id[:12] for n in run.nodes] == [placed[w][0] for w in range(3)]
     drawn = Diagram(graph).to_dict()
     assert f"worker 2 on node {placed[2][0]}" in drawn["workers_text"]
@@ -218,6 +222,58 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
     assert sink["workers"] == [2] and sink["nodes"] == [placed[2][0]]
     time.sleep(0.5)
     assert not any(os.path.exists(f"/proc/{pid}") for _, pid in placed.values())
+
+
+# each bench program with small compile-time parameters, and whether its tags are physical
+# (Telemetry's sensor: then only the values and their order are compared)
+BENCH_RUNS = [
+    ("AtariSim", {"n": 3, "rounds": 5}, False),
+    ("BigBank", {"n": 30}, False),
+    ("Broadcast16", {"n": 4, "mib": 1, "rounds": 6}, False),
+    ("EnvBank", {"n": 6, "rounds": 20}, False),
+    ("GymSim", {"n": 6, "rounds": 50}, False),
+    ("Junction", {"n": 4, "steps": 60}, False),
+    ("PingPong", {"count": 300}, False),
+    ("QLearn", {"n": 4, "steps": 5, "batch": 20, "rounds": 10}, False),
+    ("Speedup", {"rounds": 3, "work": 1000}, False),
+    ("Telemetry", {"readings": 20}, True),
+    ("TinyBank", {"rounds": 50}, False),
+]
+
+
+def _values(digest: str | None, physical: bool) -> list[str]:
+    """A digest's lines without the ports whose values differ per process (an environment's
+    process id); without their tags when the tags are physical."""
+    from conftest import _without
+
+    lines = (_without(digest, r"\.pid$") or "").splitlines()
+    return [line.split(" ", 2)[2] for line in lines] if physical else lines
+
+
+@needs_ray
+@pytest.mark.parametrize("name, defines, physical", BENCH_RUNS, ids=[b[0] for b in BENCH_RUNS])
+def test_bench_programs_on_three_nodes_equal_one_worker(tmp_path, cluster, name, defines, physical):
+    from reactors.program import Program
+
+    if name == "AtariSim":
+        pytest.importorskip("ale_py")
+    launcher = build(
+        LF_BENCH / f"{name}.lf",
+        tmp_path,
+        *(a for k, v in defines.items() for a in ("-D", f"{k}={v}")),
+    )
+    ref, ref_digest = run_digest(launcher, "one")
+    assert ref.returncode == 0, ref.stderr
+    r, digest = run_digest(launcher, "three", "-w", "3", "--cluster", f"ray={cluster}")
+    assert r.returncode == 0, r.stderr
+    assert _values(digest, physical) == _values(ref_digest, physical)
+    assert [line for line in r.stdout.splitlines() if not line.startswith("RESULT")] == [
+        line for line in ref.stdout.splitlines() if not line.startswith("RESULT")
+    ]
+    run = Program.load(str(next(tmp_path.glob("src-gen/*/graph.json")))).cluster_run
+    assert run is not None and len(run.nodes) == min(3, len(set(run.placement)))
+    assert len({n.node_id for n in run.nodes}) == len(run.nodes)  # a node per worker
+    assert len(run.sent_bytes) == len(run.nodes) and min(run.sent_bytes) > 0
 
 
 def test_at_and_node_name_the_ray_resource_of_a_federate(tmp_path):

@@ -1,0 +1,219 @@
+"""The network transport between nodes (reactors.net), in one process: a writer's node and a
+reader's node are two control blocks (bytearrays) and two segment prefixes, joined by TCP on
+127.0.0.1. The runs over a Ray cluster are in test_cluster.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from reactors import shm
+from reactors.net import (
+    FRAME,
+    K_CELLS,
+    SUPERVISOR,
+    Link,
+    NetChannels,
+    NetControl,
+    NetError,
+    NetPlan,
+    Receiver,
+    new_secret,
+)
+from reactors.port import Port
+from reactors.sync import (
+    DONE,
+    GO_M,
+    GO_SEQ,
+    GO_T,
+    SLEEP,
+    STATE,
+    Control,
+)
+
+WORKERS, CHANNELS = 2, 3
+
+
+class _Bell:
+    def __init__(self) -> None:
+        self.rung = 0
+
+    def ring(self) -> None:
+        self.rung += 1
+
+
+def _until(cond, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.001)
+    return cond()
+
+
+@pytest.fixture
+def nodes():
+    """Node 0 (worker 0 writes there) and node 1 (worker 1's copy, with a receiver): the
+    sending NetControl, the receiving Control, the receiver, worker 1's bell and the
+    prefixes; every segment is unlinked at the end."""
+    base = f"lftest{os.getpid()}x{time.monotonic_ns() % 10**6}"
+    prefixes = (base, base + "n1")
+    secret = new_secret()
+    far = Control(bytearray(Control.size(WORKERS, CHANNELS)), WORKERS, CHANNELS)
+    bell = _Bell()
+    receiver = Receiver(far, prefixes[1], "127.0.0.1", secret, [1], {1: bell})
+    plan = NetPlan((0, 1), prefixes, (("127.0.0.1", 0), receiver.address), secret)
+    link = Link({1: receiver.address}, secret, 0)
+    near = NetControl(bytearray(Control.size(WORKERS, CHANNELS)), WORKERS, CHANNELS, 0, link)
+    near.plain.init()
+    link.bytes_at(0, near.raw, link.all)  # as the supervisor's snapshot does
+    link.sync()
+    yield near, far, receiver, bell, plan
+    near.release()
+    receiver.close()
+    assert shm.unlink_prefix(base) >= 0
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(base)]
+
+
+def test_a_snapshot_and_each_write_reach_the_other_node_in_order(nodes):
+    near, far, _, bell, _ = nodes
+    assert bytes(far.raw) == bytes(near.raw)  # the snapshot, applied before sync returned
+    assert far.cells[GO_SEQ] == -1
+    # GO_T and GO_M wait for GO_SEQ, which publishes them: all three arrive together
+    near.cells[GO_T] = 5_000
+    near.cells[GO_M] = 2
+    time.sleep(0.05)
+    assert far.cells[GO_T] == 0
+    far.cells[far.worker_base(1) + SLEEP] = 1  # worker 1 sleeps there: the receiver rings
+    near.cells[GO_SEQ] = 7
+    assert _until(lambda: far.cells[GO_SEQ] == 7)
+    assert (far.cells[GO_T], far.cells[GO_M]) == (5_000, 2)
+    assert _until(lambda: bell.rung >= 1)
+    # a sleeping announcement stays on its node
+    near.cells[near.worker_base(0) + SLEEP] = 1
+    near.cells[near.worker_base(0) + DONE] = 3
+    assert _until(lambda: far.cells[far.worker_base(0) + DONE] == 3)
+    assert far.cells[far.worker_base(0) + SLEEP] == 0
+
+
+def test_reports_keep_their_seqlock_across_nodes(nodes):
+    near, far, *_ = nodes
+    for k in range(50):
+        near.write_report(0, 1000 + k, k, 2000 + k, 0)
+    b = far.worker_base(0)
+    assert _until(lambda: far.cells[b + 1] == 1049)  # NEXT_T
+    assert far.cells[b + 5] == 100 and far.cells[b + 5] % 2 == 0  # REV: even, 2 per report
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        17,
+        2.5,
+        None,
+        True,
+        (0.5, 1.0, False),
+        {"reward": 1.0, "done": False},
+        np.arange(4, dtype=np.float32),  # inline (packed)
+        np.arange(1200, dtype=np.float64).reshape(300, 4),  # a slot segment, no pickle
+        ["a", b"x" * 5000, {"k": (1, 2)}],  # a large pickle in a slot segment
+    ],
+    ids=["int", "float", "none", "bool", "tuple", "dict", "small-array", "array", "pickle"],
+)
+def test_values_published_on_one_node_are_read_on_the_other(nodes, value):
+    near, far, _, _, plan = nodes
+    channels = NetChannels(near, plan.prefixes[0], 0, plan)
+    src, dst = Port("src"), Port("dst")
+    writer = channels.writer(0, (1,), src)
+    reader = shm.Reader(far, 0, 1, dst, plan.prefixes[1])
+    state = far.channel_base(0)
+    for seq in range(3):
+        src._v, src._p = value, True
+        writer.publish(seq)
+        near.cells[GO_SEQ] = seq  # a sent cell: what was queued goes with it
+        assert _until(lambda seq=seq: far.cells[state] == 2 * seq + 1)
+        dst._p = False
+        reader.receive(seq)
+        got = dst._v
+        if isinstance(value, np.ndarray):
+            assert got.dtype == value.dtype and got.shape == value.shape
+            assert (got == value).all()
+        else:
+            assert got == value
+    del got
+    reader.maps.clear()
+    channels.close()
+
+
+def test_an_absent_value_is_published_as_absent(nodes):
+    near, far, _, _, plan = nodes
+    channels = NetChannels(near, plan.prefixes[0], 0, plan)
+    src = Port("src")
+    writer = channels.writer(1, (1,), src)
+    src._p = False
+    writer.publish(4)
+    near.cells[GO_SEQ] = 4
+    assert _until(lambda: far.cells[far.channel_base(1)] == 8)
+
+
+def test_a_peer_without_the_run_secret_is_refused_and_nothing_is_applied(nodes):
+    near, far, receiver, _, _ = nodes
+    before = bytes(far.raw)
+    with pytest.raises(NetError, match="refused this run's proof|did not answer"):
+        Link({1: receiver.address}, new_secret(), SUPERVISOR)
+    # a peer that sends frames straight away: they are read as its proof, which fails
+    s = socket.create_connection(receiver.address)
+    s.recv(32)
+    frame = FRAME.pack(K_CELLS, 8 * STATE, 8) + (3).to_bytes(8, "little")
+    s.sendall(frame * 8)
+    try:
+        answer = s.recv(1)
+    except ConnectionResetError:  # closed with the frames unread
+        answer = b""
+    assert answer == b""  # no answer: refused
+    s.close()
+    time.sleep(0.05)
+    assert bytes(far.raw) == before
+
+
+def test_a_receiver_listens_only_on_the_address_it_was_given(nodes):
+    _, _, receiver, _, _ = nodes
+    host, port = receiver.address
+    assert host == "127.0.0.1"
+    addresses = {
+        a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    } - {"127.0.0.1", "127.0.1.1"}
+    for other in addresses:
+        with pytest.raises(OSError):
+            socket.create_connection((other, port), timeout=1).close()
+
+
+def test_the_supervisor_connection_ending_early_aborts_that_node(nodes):
+    _, far, receiver, bell, plan = nodes
+    sup = Link({1: receiver.address}, plan.secret, SUPERVISOR)
+    sup.close()  # as if the supervisor died: the run has not finished
+    assert _until(lambda: far.cells[STATE] == 3)  # ABORT
+    assert bell.rung >= 1
+
+
+def test_a_snapshot_larger_than_the_receive_buffer_arrives_whole():
+    secret = new_secret()
+    workers, channels = 4, 200  # a control block of ~130 KiB
+    far = Control(bytearray(Control.size(workers, channels)), workers, channels)
+    receiver = Receiver(far, "lftestbig", "127.0.0.1", secret, [], {})
+    near = Control(bytearray(Control.size(workers, channels)), workers, channels)
+    near.init()
+    near.raw[100:108] = b"abcdefgh"
+    link = Link({1: receiver.address}, secret, SUPERVISOR)
+    try:
+        assert len(near.raw) > 1 << 16
+        link.bytes_at(0, near.raw, link.all)
+        link.sync()
+        assert bytes(far.raw) == bytes(near.raw)
+    finally:
+        link.close()
+        receiver.close()
