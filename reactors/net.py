@@ -131,7 +131,8 @@ def cell_policy(ctl: Control) -> bytearray:
     """For each cell of ``ctl``, :data:`SEND`, :data:`DEFER` or :data:`LOCAL` (see the module
     docstring). A deferred cell is always followed, in the code that writes it, by a sent one
     of the same process: ``GO_T..STOP_M`` by ``GO_SEQ``, ``START_T`` by ``STATE``, reports by
-    ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a reader's held slots by its next ``DONE``."""
+    ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a reader's held slots by its next ``DONE``, a
+    batch's cell by the flush that ends :meth:`reactors.worker.WorkerScheduler._publish`."""
     n = ctl.size(ctl.workers, ctl.channels, ctl.batches) // 8
     policy = bytearray(n)  # SEND
     for cell in (GO_T, GO_M, STOP_T, STOP_M, START_T, PRINTED):
@@ -147,6 +148,8 @@ def cell_policy(ctl: Control) -> bytearray:
         b = ctl.channel_base(c)
         for cell in range(b, b + C_HELD + ctl.workers + INLINE_CELLS):
             policy[cell] = DEFER
+    for b in range(ctl.batches):  # the worker flushes after publishing its batches
+        policy[ctl.batch_cell(b)] = DEFER
     return policy
 
 
@@ -292,8 +295,9 @@ class NetControl(Control):
         self.cells = NetCells(self.cells, cell_policy(self), link)  # type: ignore[assignment]
 
     def write_report(self, w: int, next_t: int, next_m: int, req_t: int, req_m: int) -> None:
-        """As :meth:`Control.write_report`, sent as three frames (odd revision, the report,
-        even revision) in one send, so another node's reader sees the seqlock as here."""
+        """As :meth:`Control.write_report`, queued as three frames (odd revision, the report,
+        even revision) that go in one send with the next sent cell (the worker's ``DONE``) or
+        :meth:`flush`, so that another node's reader sees the seqlock as here."""
         c = self.plain.cells
         b = self.worker_base(w)
         c[b + REV] += 1
@@ -302,7 +306,10 @@ class NetControl(Control):
         link.cell(b + REV, c[b + REV])
         link.bytes_at(8 * (b + NEXT_T), c[b + NEXT_T : b + REQ_M + 1].cast("B"), link.all)
         c[b + REV] += 1
-        self.cells[b + REV] = c[b + REV]  # sent
+        link.cell(b + REV, c[b + REV])
+
+    def flush(self) -> None:
+        self.link.flush()
 
     def release(self) -> None:
         self.plain.release()
@@ -525,6 +532,8 @@ class Receiver:
     def close(self) -> None:
         """Stop listening, close the connections and this process's segment mappings."""
         self._closing = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         self.sock.close()
         for conn in self._conns:
             with contextlib.suppress(OSError):

@@ -60,7 +60,7 @@ from .plan import Plan
 from .processes import SPIN_NS, ProcessTransport, WorkerSpec, run_worker
 from .program import ClusterRun, NodePlacement, Program
 from .shm import Segment, unlink_prefix
-from .sync import ABORT, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
+from .sync import ABORT, FINISHED, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
 from .transport import Bell, Idle, WorkerDied
 from .worker import Aborted
@@ -195,29 +195,43 @@ class WorkerActor:
         )
 
     def serve(
-        self, plan: Plan, prefix: str, node: int, local: tuple[int, ...], secret: bytes
+        self,
+        plan: Plan,
+        prefix: str,
+        node: int,
+        local: tuple[int, ...],
+        secret: bytes,
+        bells: tuple[str, ...] = (),
     ) -> tuple[str, int]:
         """Hold node ``node``'s copy of the run whose segment prefix is ``prefix`` (this actor
         runs the first of the node's workers ``local``): its control block, its workers'
-        bells and the receiver of what the other nodes send. Returns the receiver's
-        address."""
+        bells and the receiver of what the other nodes send. Node 0's copy is the
+        supervisor's own, with its bells ``bells`` (one per worker, then the supervisor's);
+        the other nodes' are made here. Returns the receiver's address."""
         import ray
 
         here = node_prefix(prefix, node)
         n = plan.workers
-        seg = Segment(here + "ctl", True, Control.size(n, plan.channels, len(plan.batches)))
+        size = Control.size(n, plan.channels, len(plan.batches))
+        seg = Segment(here + "ctl") if node == 0 else Segment(here + "ctl", True, size)
         ctl = Control(seg.buf, n, plan.channels, len(plan.batches))  # type: ignore[arg-type]  # open
-        self.node_ctl, self.node_seg, self.node_prefix = ctl, seg, here
-        self.local = local
-        self.node_bells = {w: FifoBell(FifoBell.make(bell_path(here, w))) for w in local}
+        self.node, self.node_ctl, self.node_seg, self.node_prefix = node, ctl, seg, here
+        if node == 0:
+            self.node_bells = {w: FifoBell(bells[w]) for w in local}
+            self.supervisor_bell: FifoBell | None = FifoBell(bells[-1])
+        else:
+            self.node_bells = {w: FifoBell(FifoBell.make(bell_path(here, w))) for w in local}
+            self.supervisor_bell = None
         host = ray.util.get_node_ip_address()
-        self.receiver: Receiver | None = Receiver(ctl, here, host, secret, local, self.node_bells)
+        self.receiver: Receiver | None = Receiver(
+            ctl, here, host, secret, local, self.node_bells, self.supervisor_bell
+        )
         return self.receiver.address
 
     def run(self, spec: ActorSpec) -> tuple[int, int]:
         """Be worker ``spec.me`` until the run ends; its exit status and the bytes it sent
         to other nodes."""
-        _adopt(spec)
+        ray_fds = _adopt(spec)
         links: list[Link] = []
         net = spec.net
         if net is None:
@@ -253,36 +267,45 @@ class WorkerActor:
             self._release_node()
         sys.stdout.flush()
         sys.stderr.flush()
+        for fd, saved in zip((1, 2), ray_fds):  # Ray's own noise when it ends the actor: its log
+            os.dup2(saved, fd)
+            os.close(saved)
         return (1 if ran is None else ran[0]), sum(link.sent_bytes for link in links)
 
     def _release_node(self) -> None:
-        """Once every worker of this node ended (or the run was aborted), close the
-        receiver and unlink the node's copy of the run."""
-        cells = self.node_ctl.cells
+        """Once the run finished and every worker ended (or the run was aborted), close the
+        receiver and, on a node other than the supervisor's, unlink the node's copy of the
+        run. (Worker 0 of a free-running run writes ``FINISHED`` after its own status.)"""
+        ctl = self.node_ctl
+        cells = ctl.cells
         end = time.monotonic() + _EXIT_S
         while time.monotonic() < end and cells[STATE] != ABORT:
-            if all(
-                cells[self.node_ctl.worker_base(w) + STATUS] in (W_FAILED, W_FINISHED)
-                for w in self.local
+            if cells[STATE] == FINISHED and all(
+                cells[ctl.worker_base(w) + STATUS] in (W_FAILED, W_FINISHED)
+                for w in range(ctl.workers)
             ):
                 break
             time.sleep(0.01)
         assert self.receiver is not None
         self.receiver.close()
         self.receiver = None
-        for b in self.node_bells.values():
-            os.close(b.fd)
-        self.node_ctl.release()
+        for b in [*self.node_bells.values(), self.supervisor_bell]:
+            if b is not None:
+                os.close(b.fd)
+        ctl.release()
         try:
             self.node_seg.close()
         except BufferError:
             pass
-        unlink_prefix(self.node_prefix)
+        if self.node != 0:
+            unlink_prefix(self.node_prefix)
 
 
-def _adopt(spec: ActorSpec) -> None:
+def _adopt(spec: ActorSpec) -> tuple[int, int]:
     """Take the supervisor's working directory, environment, module path and, on its host,
-    its standard output and error (through ``/proc``); leave SIGINT and SIGHUP to it."""
+    its standard output and error (through ``/proc``); leave SIGINT and SIGHUP to it.
+    Returns copies of the actor's own standard output and error descriptors (Ray's log)."""
+    saved = (os.dup(1), os.dup(2))
     try:
         os.chdir(spec.cwd)
     except OSError:  # another host without that folder: stay in Ray's
@@ -303,6 +326,7 @@ def _adopt(spec: ActorSpec) -> None:
             signal.signal(sig, signal.SIG_IGN)
         except ValueError:  # not the actor's main thread: Ray keeps its own handlers
             pass
+    return saved
 
 
 def _idle(ctl: Control, spec: ActorSpec) -> Idle:
@@ -464,21 +488,28 @@ class RayTransport(ProcessTransport):
 
     def _network(self, node_of: tuple[int, ...]) -> NetPlan:
         """Join the nodes of a run that spans several (``node_of[w]``: worker ``w``'s, 0 this
-        process's): a receiver here, a copy of the run on each other node (held by its first
-        worker's actor), this process's link to them, which sends them the control block as
-        it is now; from here on the supervisor's writes of cells go to every node."""
+        process's): on each node a receiver in the actor of its first worker (here: in this
+        process when no worker is on this node) and, on the other nodes, a copy of the run;
+        this process's link to them, which sends them the control block as it is now; from
+        here on the supervisor's writes of cells go to every node."""
         ray = self.ray
         secret = new_secret()
         n = self.plan.workers
         k = max(node_of) + 1
         local = [tuple(w for w in range(n) if node_of[w] == i) for i in range(k)]
-        self.node_bells = {w: FifoBell(self.bell_paths[w]) for w in local[0]}
-        self.supervisor_bell = FifoBell(self.bell_paths[-1])
-        host = ray.util.get_node_ip_address()
-        self.receiver = Receiver(
-            self.control, self.prefix, host, secret, local[0], self.node_bells, self.supervisor_bell
-        )
         try:
+            if local[0]:  # the first worker here receives: one process less on each hop
+                first = self.actors[local[0][0]]
+                here = first.serve.remote(
+                    self.plan, self.prefix, 0, local[0], secret, self.bell_paths
+                )
+            else:
+                self.node_bells = {}
+                self.supervisor_bell = FifoBell(self.bell_paths[-1])
+                host = ray.util.get_node_ip_address()
+                self.receiver = Receiver(
+                    self.control, self.prefix, host, secret, (), {}, self.supervisor_bell
+                )
             served = ray.get(
                 [
                     self.actors[local[i][0]].serve.remote(
@@ -488,7 +519,10 @@ class RayTransport(ProcessTransport):
                 ],
                 timeout=_START_S,
             )
-            addresses = (self.receiver.address, *served)
+            addresses = (
+                self.receiver.address if self.receiver else ray.get(here, timeout=_START_S),
+                *served,
+            )
             self.link = Link({i: addresses[i] for i in range(1, k)}, secret, SUPERVISOR)
             snapshot(self.link, self.control)
         except (ray.exceptions.RayError, NetError) as e:

@@ -144,9 +144,14 @@ class Control:
 
     # --- the seqlock-protected report of a worker (next event tag and stop request) -------
 
+    def flush(self) -> None:
+        """Make this process's writes so far visible to every worker: here they already are
+        (the network transport's block, :class:`reactors.net.NetControl`, sends them)."""
+
     def write_report(self, w: int, next_t: int, next_m: int, req_t: int, req_m: int) -> None:
         """Worker ``w`` publishes its earliest pending event and its stop request (the only
-        writer of these cells; the coordinator reads them under the seqlock)."""
+        writer of these cells; the coordinator reads them under the seqlock). Visible to
+        workers of other nodes after the next sent cell or :meth:`flush`."""
         c = self.cells
         b = self.worker_base(w)
         c[b + REV] += 1  # odd: being written

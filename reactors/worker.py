@@ -285,7 +285,9 @@ class WorkerScheduler(Scheduler):
             tag = item[0]._landing(item[1], item[2], after)
             if tag is not None:
                 nt, nm = min((nt, nm), tag)
-        self.link.ctl.write_report(self.me, nt, nm, rt, rm)
+        ctl = self.link.ctl
+        ctl.write_report(self.me, nt, nm, rt, rm)
+        ctl.flush()
         self.coord_bell.ring()
 
     def _enter_tag(self) -> None:
@@ -460,6 +462,7 @@ class WorkerScheduler(Scheduler):
                 woken.setdefault(w, []).append(cell)
             j += 1
         ctl, bells = self.link.ctl, self.link.bells
+        ctl.flush()  # across nodes: the publications go in one send
         for w, published in woken.items():
             ring_if_waiting(cells, ctl.worker_base(w), bells[w], published)
         return j

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import build, run_digest, run_program
 
+from reactors.ray_cluster import _alive
 from reactors.shm import unlink_prefix
 
 FIXTURES = Path(__file__).parent / "cluster_fixtures"
@@ -368,11 +369,3 @@ def test_a_killed_supervisor_leaves_no_actor_segment_or_placement_group(tmp_path
         assert states <= {"REMOVED"}, states
     finally:
         ray.shutdown()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False

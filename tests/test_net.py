@@ -105,6 +105,9 @@ def test_reports_keep_their_seqlock_across_nodes(nodes):
     for k in range(50):
         near.write_report(0, 1000 + k, k, 2000 + k, 0)
     b = far.worker_base(0)
+    time.sleep(0.05)
+    assert far.cells[b + 1] != 1049  # queued until the next sent cell, or a flush
+    near.flush()
     assert _until(lambda: far.cells[b + 1] == 1049)  # NEXT_T
     assert far.cells[b + 5] == 100 and far.cells[b + 5] % 2 == 0  # REV: even, 2 per report
 
