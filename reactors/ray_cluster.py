@@ -3,13 +3,12 @@ running Ray cluster, which places and starts them, and tells when one dies.
 
 Ray does the cluster's work: a placement group of one bundle (1 CPU) per worker, spread over
 the cluster's nodes (strategy ``SPREAD``), one actor per bundle, and the actors' deaths. The
-run itself is that of the processes transport (:mod:`reactors.processes`): the same control
-segment and channel segments in ``/dev/shm``, the same worker life
-(:func:`reactors.processes.run_worker`). So every worker must share memory with the
-supervising process: the Ray nodes of one host (several raylets of ``ray start`` or of
-``ray.cluster_utils.Cluster`` on one machine) qualify; a worker placed on another host is
-refused with a message (values between hosts need a network transport, which this runtime
-does not have yet).
+run itself is that of the processes transport (:mod:`reactors.processes`): the same worker
+life (:func:`reactors.processes.run_worker`); the workers on the supervisor's node share its
+control segment and channel segments in ``/dev/shm``; when the workers span several nodes,
+each other node gets its own copy, kept by the network transport (:mod:`reactors.net`): the
+first worker's actor on each node receives what the other nodes send (on the supervisor's
+node with no worker, the supervisor does), and each process sends its own writes.
 
 ``@node("label")`` on an instantiation asks for a node that has the custom resource ``label``
 (``ray start --resources '{"label": 1}'``) for the worker of that reactor and of the reactors
@@ -19,11 +18,12 @@ What differs from spawned processes: the bells are FIFOs in ``/dev/shm`` (named 
 prefix, so unlinked with its segments) instead of inherited eventfds; an actor takes the
 supervisor's working directory, environment, ``sys.path`` and standard output and error (through
 ``/proc/<pid>/fd``), so a reaction prints and writes files as on one machine; a dead actor is
-noticed from its process or its node's raylet (same host: at the supervisor's next wake-up,
-within 50 ms) or from Ray (``ray.wait`` on its call), and the supervisor names the worker, its node and its
-reactors; a worker whose supervisor died unlinks the run's segments and ends. At the end every
-actor is killed and the placement group removed; the driver leaves the cluster (which keeps
-running). Ray is imported only by this module, so only with ``--cluster``.
+noticed from its process or its node's raylet (on the supervisor's host: at its next wake-up,
+within 50 ms) or from Ray (``ray.wait`` on its call), and the supervisor names the worker, its
+node and its reactors; a worker whose supervisor died (on another host: whose connection
+closed) stops, and the run's segments there are unlinked. At the end every actor is killed
+and the placement group removed; the driver leaves the cluster (which keeps running). Ray is
+imported only by this module, so only with ``--cluster``.
 """
 
 from __future__ import annotations
@@ -336,14 +336,14 @@ def _idle(ctl: Control, spec: ActorSpec) -> Idle:
     def idle(_ready: list[int]) -> None:
         if ctl.cells[STATE] == ABORT:
             raise Aborted()
-        if spec.same_host and not _alive(spec.parent):
+        if spec.same_host and not alive(spec.parent):
             unlink_prefix(spec.prefix)
             raise Aborted()
 
     return idle
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether process ``pid`` (of this host) lives and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -402,18 +402,15 @@ class RayTransport(ProcessTransport):
         self._watcher: threading.Thread | None = None
         self.receiver: Receiver | None = None
         self.link: Link | None = None
-        self.node_bells: dict[int, FifoBell] = {}
-        self.supervisor_bell: FifoBell | None = None
         self.graph_file = ""
         self.nodes: tuple[NodePlacement, ...] = ()
 
     def _bells(self, n: int) -> list[int]:
         """One FIFO per worker and one for the supervisor, in ``/dev/shm`` with the run's
         prefix (unlinked with its segments); their descriptors."""
-        self.bell_paths = tuple(
-            FifoBell.make(f"/dev/shm/{self.prefix}bell{w}") for w in range(n + 1)
-        )
-        return [FifoBell(p).fd for p in self.bell_paths]
+        self.bell_paths = tuple(FifoBell.make(bell_path(self.prefix, w)) for w in range(n + 1))
+        self.bells = [FifoBell(p) for p in self.bell_paths]  # closed with ``fds``
+        return [b.fd for b in self.bells]
 
     def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
         """Place one actor per worker (a placement group spread over the nodes), check that
@@ -504,11 +501,9 @@ class RayTransport(ProcessTransport):
                     self.plan, self.prefix, 0, local[0], secret, self.bell_paths
                 )
             else:
-                self.node_bells = {}
-                self.supervisor_bell = FifoBell(self.bell_paths[-1])
                 host = ray.util.get_node_ip_address()
                 self.receiver = Receiver(
-                    self.control, self.prefix, host, secret, (), {}, self.supervisor_bell
+                    self.control, self.prefix, host, secret, (), {}, self.bells[-1]
                 )
             served = ray.get(
                 [
@@ -555,8 +550,7 @@ class RayTransport(ProcessTransport):
     def watch(self) -> tuple[Bell, Idle]:
         """The supervisor's FIFO; the idle check raises WorkerDied for a worker whose
         process ended, or whose call Ray reports failed, before it finished or reported."""
-        bell = FifoBell(self.bell_paths[-1])
-        return bell, lambda ready: self._check_actors()
+        return self.bells[-1], lambda ready: self._check_actors()
 
     def _check_actors(self) -> None:
         ctl = self.control
@@ -565,15 +559,15 @@ class RayTransport(ProcessTransport):
             if status in (W_FAILED, W_FINISHED):
                 continue
             why = self.dead.get(w)
-            if why is None and p.shares_memory and not _alive(p.raylet):  # its node went
+            if why is None and p.shares_memory and not alive(p.raylet):  # its node went
                 why = "its node's raylet ended"
-            if why is None and p.shares_memory and not _alive(p.pid):
+            if why is None and p.shares_memory and not alive(p.pid):
                 why = "its process ended"
             if why:
                 raise WorkerDied(f"worker {w} on {p.describe()} died: {why}", w)
 
     def worker_bells(self) -> list[FifoBell]:  # type: ignore[override]
-        return [FifoBell(p) for p in self.bell_paths[:-1]]
+        return self.bells[:-1]
 
     def join(self) -> None:
         """Wait for the workers' calls; record in graph.json what each sent to other nodes."""
@@ -597,7 +591,7 @@ class RayTransport(ProcessTransport):
         live = [
             c
             for c, p in zip(self.calls, self.placements)
-            if not p.shares_memory or _alive(p.pid) and _alive(p.raylet)
+            if not p.shares_memory or alive(p.pid) and alive(p.raylet)
         ]
         if live:
             grace = _GRACE_S if grace_s is None else grace_s
@@ -615,7 +609,7 @@ class RayTransport(ProcessTransport):
         # the processes end a moment after Ray is told; the segments are unlinked after it
         end = time.monotonic() + 2.0
         while (
-            any(p.shares_memory and _alive(p.pid) for p in self.placements)
+            any(p.shares_memory and alive(p.pid) for p in self.placements)
             and time.monotonic() < end
         ):
             time.sleep(0.01)
@@ -629,12 +623,19 @@ class RayTransport(ProcessTransport):
             self.receiver.close()
         if self.link is not None:
             self.link.close()
-        for b in [*self.node_bells.values(), self.supervisor_bell]:
-            if b is not None:
-                os.close(b.fd)
         super().close()
         if self.ray.is_initialized():
             self.ray.shutdown()
 
 
-__all__ = ["ActorSpec", "FifoBell", "Placement", "RayTransport", "WorkerActor", "connect"]
+__all__ = [
+    "ActorSpec",
+    "FifoBell",
+    "NullBell",
+    "Placement",
+    "RayTransport",
+    "WorkerActor",
+    "alive",
+    "bell_path",
+    "connect",
+]

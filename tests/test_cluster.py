@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import build, run_digest, run_program
 
-from reactors.ray_cluster import _alive
+from reactors.ray_cluster import alive
 from reactors.shm import unlink_prefix
 
 FIXTURES = Path(__file__).parent / "cluster_fixtures"
@@ -313,7 +313,7 @@ def test_a_killed_actor_stops_the_run_with_its_node_and_reactors(tmp_path, clust
     assert "(it ran Chatter.n[1])" in stderr
     assert "Traceback" not in stderr
     assert not _leftovers(run.p.pid)
-    assert not _alive(run.placed[0][1])  # the other actor is gone too
+    assert not alive(run.placed[0][1])  # the other actor is gone too
 
 
 @needs_ray
@@ -352,9 +352,9 @@ def test_a_killed_supervisor_leaves_no_actor_segment_or_placement_group(tmp_path
     run.end()
     p = run.p
     end = time.monotonic() + 5
-    while any(_alive(pid) for pid in actors) and time.monotonic() < end:
+    while any(alive(pid) for pid in actors) and time.monotonic() < end:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in actors)
+    assert not any(alive(pid) for pid in actors)
     # a supervisor killed outright cannot unlink its segments, and Ray may kill the actors
     # (their owner died) before they notice and unlink them: not checked here, removed
     unlink_prefix(f"lf{p.pid}x")
