@@ -16,8 +16,9 @@ inside it.
 
 What differs from spawned processes: the bells are FIFOs in ``/dev/shm`` (named with the run's
 prefix, so unlinked with its segments) instead of inherited eventfds; an actor takes the
-supervisor's working directory, environment, ``sys.path`` and standard output and error (through
-``/proc/<pid>/fd``), so a reaction prints and writes files as on one machine; a dead actor is
+supervisor's working directory, environment, ``sys.path`` and, on its host, its standard output
+and error (the same open files, handed over a UNIX socket), so a reaction prints and writes
+files as on one machine; a dead actor is
 noticed from its process or its node's raylet (on the supervisor's host: at its next wake-up,
 within 50 ms) or from Ray (``ray.wait`` on its call), and the supervisor names the worker, its
 node and its reactors; a worker whose supervisor died (on another host: whose connection
@@ -28,6 +29,7 @@ imported only by this module, so only with ``--cluster``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -303,7 +305,7 @@ class WorkerActor:
 
 def _adopt(spec: ActorSpec) -> tuple[int, int]:
     """Take the supervisor's working directory, environment, module path and, on its host,
-    its standard output and error (through ``/proc``); leave SIGINT and SIGHUP to it.
+    its standard output and error (:func:`_take_output`); leave SIGINT and SIGHUP to it.
     Returns copies of the actor's own standard output and error descriptors (Ray's log)."""
     saved = (os.dup(1), os.dup(2))
     try:
@@ -312,13 +314,8 @@ def _adopt(spec: ActorSpec) -> tuple[int, int]:
         pass
     os.environ.update(spec.env)
     sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
-    for fd in (1, 2) if spec.same_host else ():
-        try:
-            target = os.open(f"/proc/{spec.parent}/fd/{fd}", os.O_WRONLY | os.O_APPEND)
-        except OSError:  # closed there: keep Ray's log file
-            continue
-        os.dup2(target, fd)
-        os.close(target)
+    if spec.same_host:
+        _take_output(spec)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115  # fd 1 outlives it
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     for sig in (signal.SIGINT, signal.SIGHUP):
@@ -327,6 +324,36 @@ def _adopt(spec: ActorSpec) -> tuple[int, int]:
         except ValueError:  # not the actor's main thread: Ray keeps its own handlers
             pass
     return saved
+
+
+def output_socket(prefix: str) -> str:
+    """The UNIX socket where the supervisor of the run ``prefix`` hands out its standard
+    output and error descriptors."""
+    return f"/dev/shm/{prefix}out"
+
+
+def _take_output(spec: ActorSpec) -> None:
+    """Make this process's descriptors 1 and 2 the supervisor's open files (received over
+    :func:`output_socket`; if that fails, the same files reopened through ``/proc``, which
+    keep their own offset; if that fails too, Ray's log files)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(output_socket(spec.prefix))
+            _, fds, _, _ = socket.recv_fds(sock, 1, 2)
+    except OSError:
+        fds = []
+    if len(fds) != 2:
+        fds = []
+        for fd in (1, 2):
+            try:
+                fds.append(os.open(f"/proc/{spec.parent}/fd/{fd}", os.O_WRONLY | os.O_APPEND))
+            except OSError:  # closed there: keep Ray's log file
+                fds.append(-1)
+    for fd, got in zip((1, 2), fds):
+        if got >= 0:
+            os.dup2(got, fd)
+            os.close(got)
 
 
 def _idle(ctl: Control, spec: ActorSpec) -> Idle:
@@ -402,6 +429,7 @@ class RayTransport(ProcessTransport):
         self._watcher: threading.Thread | None = None
         self.receiver: Receiver | None = None
         self.link: Link | None = None
+        self.output_server: socket.socket | None = None
         self.graph_file = ""
         self.nodes: tuple[NodePlacement, ...] = ()
 
@@ -412,6 +440,29 @@ class RayTransport(ProcessTransport):
         self.bells = [FifoBell(p) for p in self.bell_paths]  # closed with ``fds``
         return [b.fd for b in self.bells]
 
+    def _serve_output(self) -> None:
+        """Hand this process's standard output and error descriptors to each actor of this
+        host that asks (a UNIX socket in ``/dev/shm`` with the run's prefix, SCM_RIGHTS): the
+        same open files, so their writes and this process's share one file offset."""
+        self.output_path = output_socket(self.prefix)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(self.output_path)
+        os.chmod(self.output_path, 0o600)
+        server.listen(self.plan.workers)
+        self.output_server = server
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:  # closed at the end of the run
+                    return
+                with conn:
+                    with contextlib.suppress(OSError):
+                        socket.send_fds(conn, [b"\1"], [1, 2])
+
+        threading.Thread(target=serve, daemon=True, name="lf-output").start()
+
     def start(self, module: ModuleType, graph: Program, opts: Any, log: Log) -> None:
         """Place one actor per worker (a placement group spread over the nodes), check that
         each shares memory with this process, then start each worker's life."""
@@ -420,6 +471,7 @@ class RayTransport(ProcessTransport):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         n = self.plan.workers
+        self._serve_output()
         labels = node_labels(graph, self.plan)
         _check_labels(labels, ray.cluster_resources(), graph)
         bundles = [{"CPU": 1.0, **{label: _LABEL_SHARE for label in ls}} for ls in labels]
@@ -623,6 +675,10 @@ class RayTransport(ProcessTransport):
             self.receiver.close()
         if self.link is not None:
             self.link.close()
+        if self.output_server is not None:
+            with contextlib.suppress(OSError):
+                self.output_server.shutdown(socket.SHUT_RDWR)
+            self.output_server.close()
         super().close()
         if self.ray.is_initialized():
             self.ray.shutdown()

@@ -273,6 +273,25 @@ def test_bench_programs_on_three_nodes_equal_one_worker(tmp_path, cluster, name,
     assert len(run.sent_bytes) == len(run.nodes) and min(run.sent_bytes) > 0
 
 
+@needs_ray
+def test_output_and_messages_to_one_file_are_both_whole(tmp_path, cluster):
+    launcher = build(FAULTS / "Chatter.lf", tmp_path, "--timeout", "60 sec")
+    log = tmp_path / "all.txt"
+    args = ["-w", "2", "--fast", "false", "--cluster", f"ray={cluster}", "--verbose"]
+    with open(log, "w") as f:  # not opened for appending: one offset, shared with the actors
+        p = subprocess.Popen([str(launcher), *args], stdout=f, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 120
+        while "got 30" not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)  # the supervisor writes after the actors did
+        assert p.wait(30) == 130
+    lines = log.read_text().splitlines()
+    assert len(WORKER_LINE.findall("\n".join(lines))) == 2
+    assert "---- Interrupted (Ctrl-C); stopping." in lines
+    got = [line for line in lines if re.fullmatch(r"[01] got \d+", line)]
+    assert got[:60] == [f"{b} got {k}" for k in range(1, 31) for b in (0, 1)]  # none lost
+
+
 def test_at_and_node_name_the_ray_resource_of_a_federate(tmp_path):
     from reactors.program import Program
 
