@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .processes import ShmChannels
 from .shm import (
     K_ARRAY,
     K_FLOAT,
@@ -55,7 +56,6 @@ from .shm import (
     K_PICKLE,
     K_SMALL,
     K_TENSOR,
-    Reader,
     Segment,
     Writer,
     slot_extent,
@@ -360,37 +360,25 @@ class NetWriter:
         self.inner.close()
 
 
-class NetChannels:
+class NetChannels(ShmChannels):
     """One worker's ends of the channels in a multi-node run: local segments under its node's
     ``prefix``; writers send their publications to the nodes of their readers
     (``plan.node_of``) and to those of the supervisor and the coordinator (worker 0), which
     read the stdout channels."""
 
     def __init__(self, ctl: NetControl, prefix: str, me: int, plan: NetPlan):
-        self.ctl, self.prefix, self.me, self.plan = ctl, prefix, me, plan
-        self.writers: list[Any] = []
+        super().__init__(ctl, prefix, me)
+        self.net, self.plan = ctl, plan
 
     def writer(self, index: int, readers: tuple[int, ...], port: Any) -> Any:
-        inner = Writer(self.ctl.plain, index, readers, port, self.prefix)
+        inner = Writer(self.net.plain, index, readers, port, self.prefix)
         here = self.plan.node_of[self.me]
         # the supervisor's node and the coordinator's (worker 0) read the stdout channels
         wanted = {self.plan.node_of[r] for r in readers} | {0, self.plan.node_of[0]}
         nodes = tuple(sorted(wanted - {here}))
-        w = NetWriter(inner, self.ctl, index, nodes) if nodes else inner
+        w = NetWriter(inner, self.net, index, nodes) if nodes else inner
         self.writers.append(w)
         return w
-
-    def reader(self, index: int, port: Any) -> Reader:
-        return Reader(self.ctl, index, self.me, port, self.prefix)
-
-    def started(self, me: int, sched: Any) -> None:
-        from .context import CTX
-
-        CTX.sched = sched
-
-    def close(self) -> None:
-        for w in self.writers:
-            w.close()
 
 
 class Receiver:
@@ -422,7 +410,6 @@ class Receiver:
         self.segments: dict[str, Segment] = {}
         self.sock = socket.create_server((host, 0))
         self.address: tuple[str, int] = (host, self.sock.getsockname()[1])
-        self.received_bytes = 0
         self._closing = False
         self._conns: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True, name="lf-net-accept").start()
@@ -463,7 +450,6 @@ class Receiver:
             if not got:
                 return  # the sender closed
             have += got
-            self.received_bytes += got
             pos, watched = 0, False
             while have - pos >= FRAME.size:
                 kind, a, b = FRAME.unpack_from(buf, pos)
@@ -497,7 +483,6 @@ class Receiver:
                         if not got:
                             return
                         now += got
-                        self.received_bytes += got
                 elif kind == K_SYNC:
                     conn.sendall(b"\1")
                     pos = start

@@ -98,7 +98,7 @@ class ShmChannels:
 
     def __init__(self, ctl: Control, prefix: str, me: int):
         self.ctl, self.prefix, self.me = ctl, prefix, me
-        self.writers: list[Writer] = []
+        self.writers: list[Any] = []  # Writers, or what wraps one (reactors.net.NetWriter)
 
     def writer(self, index: int, readers: tuple[int, ...], port: Any) -> Writer:
         w = Writer(self.ctl, index, readers, port, self.prefix)
