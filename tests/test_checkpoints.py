@@ -101,6 +101,11 @@ def assert_resumes(ref: Reference, snapshot: Path, variant: tuple[str, ...]) -> 
     assert stdout == stdout_after(ref.stdout, tag), f"{where}: stdout differs"
 
 
+# one xdist worker runs the whole module (make test: ``--dist loadgroup``), so that its
+# module-scoped runs are made once
+pytestmark = pytest.mark.xdist_group("checkpoints")
+
+
 @pytest.fixture(scope="module")
 def resumable(tmp_path_factory) -> Reference:
     out = tmp_path_factory.mktemp("resumable")

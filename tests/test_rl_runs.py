@@ -32,6 +32,10 @@ PPO_TAGS = {
 }
 LOGGER_TAGS = {"charts/episodic_return", "charts/episodic_length", "charts/SPS"}
 
+# one xdist worker runs the whole module (make test: ``--dist loadgroup``), so that its
+# module-scoped runs are made once
+pytestmark = pytest.mark.xdist_group("rl-runs")
+
 
 @pytest.fixture(scope="module")
 def ppo(tmp_path_factory) -> Path:
