@@ -90,6 +90,9 @@ from .sync import (
     STOP_ASKED,
     STOP_M,
     STOP_T,
+    W_FAILED,
+    W_FINISHED,
+    W_GONE,
     WAIT_AT,
     WAIT_CELL,
     Control,
@@ -389,7 +392,8 @@ class Receiver:
     frame it rings ``bells[w]`` of each worker ``w`` of ``local`` that sleeps, and
     ``supervisor_bell`` (if any) when a cell the supervisor watches was written. When the
     supervisor's connection ends before the run finished (it died), the copy is marked
-    aborted and every local bell rung."""
+    aborted and every local bell rung; when a worker's does before it finished, the worker
+    is marked gone (:data:`reactors.sync.W_GONE`) and the supervisor woken."""
 
     def __init__(
         self,
@@ -407,6 +411,7 @@ class Receiver:
         self.coordinator = bells[0] if 0 in local else None
         self.supervisor_bell = supervisor_bell
         self.watched = watched_by_supervisor(ctl)
+        self.status_cells = [ctl.worker_base(w) + STATUS for w in range(ctl.workers)]
         self.segments: dict[str, Segment] = {}
         self.sock = socket.create_server((host, 0))
         self.address: tuple[str, int] = (host, self.sock.getsockname()[1])
@@ -437,6 +442,8 @@ class Receiver:
             conn.close()
             if sender == SUPERVISOR and not self._closing:
                 self._orphaned()
+            elif sender is not None and not self._closing:
+                self._gone(sender)
 
     def _apply(self, conn: socket.socket) -> None:
         """Read frames from ``conn`` until it closes; after each read, wake the local
@@ -513,6 +520,18 @@ class Receiver:
             cells[STATE] = ABORT
         for _, bell in self.local:
             bell.ring()
+
+    def _gone(self, w: int) -> None:
+        """Worker ``w``'s connection closed: if it had not finished, mark it gone on this
+        copy (:data:`reactors.sync.W_GONE`; it writes nothing more) and wake the supervisor."""
+        cells = self.cells
+        if not 0 <= w < len(self.status_cells) or cells[STATE] in (FINISHED, ABORT):
+            return
+        cell = self.status_cells[w]
+        if cells[cell] not in (W_FAILED, W_FINISHED):
+            cells[cell] = W_GONE
+            if self.supervisor_bell is not None:
+                self.supervisor_bell.ring()
 
     def close(self) -> None:
         """Stop listening, close the connections and this process's segment mappings."""

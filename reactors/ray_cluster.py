@@ -62,7 +62,17 @@ from .plan import Plan
 from .processes import SPIN_NS, ProcessTransport, WorkerSpec, run_worker
 from .program import ClusterRun, NodePlacement, Program
 from .shm import Segment, unlink_prefix
-from .sync import ABORT, FINISHED, STATE, STATUS, W_FAILED, W_FINISHED, Control, FdBell
+from .sync import (
+    ABORT,
+    FINISHED,
+    STATE,
+    STATUS,
+    W_FAILED,
+    W_FINISHED,
+    W_GONE,
+    Control,
+    FdBell,
+)
 from .target import DEFAULTS
 from .transport import Bell, Idle, WorkerDied
 from .worker import Aborted
@@ -615,6 +625,8 @@ class RayTransport(ProcessTransport):
                 why = "its node's raylet ended"
             if why is None and p.shares_memory and not alive(p.pid):
                 why = "its process ended"
+            if why is None and status == W_GONE:  # told by the network transport
+                why = "its connection to the other nodes closed"
             if why:
                 raise WorkerDied(f"worker {w} on {p.describe()} died: {why}", w)
 

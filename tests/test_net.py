@@ -32,6 +32,10 @@ from reactors.sync import (
     GO_T,
     SLEEP,
     STATE,
+    STATUS,
+    W_FINISHED,
+    W_GONE,
+    W_READY,
     Control,
 )
 
@@ -220,3 +224,20 @@ def test_a_snapshot_larger_than_the_receive_buffer_arrives_whole():
     finally:
         link.close()
         receiver.close()
+
+
+def test_a_worker_whose_connection_closes_before_it_finished_is_marked_gone(nodes):
+    _, far, receiver, _, plan = nodes
+    sup = _Bell()
+    receiver.supervisor_bell = sup
+    status = far.worker_base(0) + STATUS
+    done = Link({1: receiver.address}, plan.secret, 0)
+    done.cell(status, W_FINISHED)
+    done.close()  # finished first: nothing to say
+    time.sleep(0.05)
+    assert far.cells[status] == W_FINISHED
+    far.cells[status] = W_READY
+    dead = Link({1: receiver.address}, plan.secret, 0)
+    dead.close()  # as when its process or its node died
+    assert _until(lambda: far.cells[status] == W_GONE)
+    assert sup.rung >= 1
