@@ -32,12 +32,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -48,8 +46,6 @@ from .net import (
     SUPERVISOR,
     Link,
     NetCells,
-    NetChannels,
-    NetControl,
     NetError,
     NetPlan,
     Receiver,
@@ -59,23 +55,17 @@ from .net import (
     snapshot,
 )
 from .plan import Plan
-from .processes import SPIN_NS, ProcessTransport, WorkerSpec, run_worker
+from .processes import ProcessTransport
 from .program import ClusterRun, NodePlacement, Program
-from .shm import Segment, unlink_prefix
+from .ray_actor import ActorSpec, FifoBell, Placement, WorkerActor, alive, bell_path, output_socket
 from .sync import (
-    ABORT,
-    FINISHED,
-    STATE,
     STATUS,
     W_FAILED,
     W_FINISHED,
     W_GONE,
-    Control,
-    FdBell,
 )
 from .target import DEFAULTS
 from .transport import Bell, Idle, WorkerDied
-from .worker import Aborted
 
 _PLACE_S = 30.0  # how long the cluster gets to find room for the workers
 _START_S = 120.0  # how long the actors get to start (a fresh Ray worker imports numpy...)
@@ -113,280 +103,6 @@ def _check_labels(labels: list[tuple[str, ...]], resources: dict, graph: Program
                 f"{who} needs a node with the Ray resource '{label}' (its @node or 'at'), "
                 f"which no node of the cluster has; start {hint}"
             )
-
-
-class FifoBell(FdBell):
-    """A bell that processes Ray started (not children of the supervisor) can share: a FIFO
-    at ``path``, opened read-write and non-blocking by each side; a ring writes one byte (a
-    full pipe is already rung), a wait polls it, a clear drains it."""
-
-    def __init__(self, path: str, extra: Any = ()):
-        super().__init__(os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC), extra)
-
-    @staticmethod
-    def make(path: str) -> str:
-        """Create the FIFO ``path`` (mode 0600); returns it."""
-        os.mkfifo(path, 0o600)
-        return path
-
-    def ring(self) -> None:
-        try:
-            os.write(self.fd, b"\1")
-        except BlockingIOError:
-            pass
-
-    def clear(self) -> None:
-        try:
-            while os.read(self.fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
-
-class NullBell:
-    """The bell of a waiter on another node: ringing it does nothing (that node's receiver
-    rings its sleepers, :class:`reactors.net.Receiver`)."""
-
-    def ring(self) -> None:
-        pass
-
-
-def bell_path(prefix: str, w: int) -> str:
-    """The FIFO of worker ``w``'s bell (``w`` = the worker count: the supervisor's) on the
-    node whose segment prefix is ``prefix``."""
-    return f"/dev/shm/{prefix}bell{w}"
-
-
-@dataclass(frozen=True)
-class ActorSpec(WorkerSpec):
-    """What a worker actor needs (sent with its call): also the bells (FIFO paths, one per
-    worker then the supervisor's), the supervisor's working directory, environment and
-    ``sys.path``, whether the actor runs on the supervisor's host (``same_host``) and, when
-    the run spans several nodes, where they are (``net``)."""
-
-    bells: tuple[str, ...]
-    cwd: str
-    env: dict[str, str]
-    sys_path: tuple[str, ...]
-    same_host: bool = True
-    net: NetPlan | None = None
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where Ray placed one worker: its node id, the node's address, host name, the
-    actor's process id and that of its parent (the node's raylet, which starts the node's
-    workers); ``shares_memory``: whether it sees the run's control segment."""
-
-    node_id: str
-    address: str
-    host: str
-    pid: int
-    raylet: int
-    shares_memory: bool
-
-    def describe(self) -> str:
-        return f"Ray node {self.node_id[:12]} ({self.address}, host {self.host})"
-
-
-class WorkerActor:
-    """One worker of a run, as a Ray actor (made remote by :class:`RayTransport`)."""
-
-    def where(self, prefix: str) -> Placement:
-        """Where this actor runs, and whether it sees the segment ``prefix + "ctl"``."""
-        import ray
-
-        ctx = ray.get_runtime_context()
-        return Placement(
-            ctx.get_node_id(),
-            ray.util.get_node_ip_address(),
-            os.uname().nodename,
-            os.getpid(),
-            os.getppid(),
-            os.path.exists(f"/dev/shm/{prefix}ctl"),
-        )
-
-    def serve(
-        self,
-        plan: Plan,
-        prefix: str,
-        node: int,
-        local: tuple[int, ...],
-        secret: bytes,
-        bells: tuple[str, ...] = (),
-    ) -> tuple[str, int]:
-        """Hold node ``node``'s copy of the run whose segment prefix is ``prefix`` (this actor
-        runs the first of the node's workers ``local``): its control block, its workers'
-        bells and the receiver of what the other nodes send. Node 0's copy is the
-        supervisor's own, with its bells ``bells`` (one per worker, then the supervisor's);
-        the other nodes' are made here. Returns the receiver's address."""
-        import ray
-
-        here = node_prefix(prefix, node)
-        n = plan.workers
-        size = Control.size(n, plan.channels, len(plan.batches))
-        seg = Segment(here + "ctl") if node == 0 else Segment(here + "ctl", True, size)
-        ctl = Control(seg.buf, n, plan.channels, len(plan.batches))  # type: ignore[arg-type]  # open
-        self.node, self.node_ctl, self.node_seg, self.node_prefix = node, ctl, seg, here
-        if node == 0:
-            self.node_bells = {w: FifoBell(bells[w]) for w in local}
-            self.supervisor_bell: FifoBell | None = FifoBell(bells[-1])
-        else:
-            self.node_bells = {w: FifoBell(FifoBell.make(bell_path(here, w))) for w in local}
-            self.supervisor_bell = None
-        host = ray.util.get_node_ip_address()
-        self.receiver: Receiver | None = Receiver(
-            ctl, here, host, secret, local, self.node_bells, self.supervisor_bell
-        )
-        return self.receiver.address
-
-    def run(self, spec: ActorSpec) -> tuple[int, int]:
-        """Be worker ``spec.me`` until the run ends; its exit status and the bytes it sent
-        to other nodes."""
-        ray_fds = _adopt(spec)
-        links: list[Link] = []
-        net = spec.net
-        if net is None:
-            bells: list[Any] = [FifoBell(p) for p in spec.bells]
-            attach = None
-        else:
-            node = net.node_of[spec.me]
-            here = node_prefix(spec.prefix, node)
-            n = len(net.node_of)
-            bells = [
-                FifoBell(bell_path(here, w)) if net.node_of[w] == node else NullBell()
-                for w in range(n)
-            ]
-            bells.append(FifoBell(spec.bells[-1]) if node == 0 else NullBell())
-            hosts = getattr(self, "receiver", None) is not None
-
-            def attach(spec: ActorSpec) -> tuple[Control, NetChannels, int]:
-                seg = Segment(here + "ctl")
-                peers = {k: a for k, a in enumerate(net.addresses) if k != node}
-                link = Link(peers, net.secret, spec.me)
-                links.append(link)
-                plan = spec.plan
-                ctl = NetControl(seg.buf, plan.workers, plan.channels, len(plan.batches), link)
-                ctl.segment = seg  # type: ignore[attr-defined]  # mapped while the block lives
-                # a receiver thread here needs the GIL promptly: do not poll
-                return ctl, NetChannels(ctl, here, spec.me, net), 0 if hosts else SPIN_NS
-
-        ran = run_worker(spec, bells, lambda ctl: _idle(ctl, spec), attach)
-        for b in bells:
-            if isinstance(b, FifoBell):
-                os.close(b.fd)
-        if getattr(self, "receiver", None) is not None:
-            self._release_node()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, saved in zip((1, 2), ray_fds):  # Ray's own noise when it ends the actor: its log
-            os.dup2(saved, fd)
-            os.close(saved)
-        return (1 if ran is None else ran[0]), sum(link.sent_bytes for link in links)
-
-    def _release_node(self) -> None:
-        """Once the run finished and every worker ended (or the run was aborted), close the
-        receiver and, on a node other than the supervisor's, unlink the node's copy of the
-        run. (Worker 0 of a free-running run writes ``FINISHED`` after its own status.)"""
-        ctl = self.node_ctl
-        cells = ctl.cells
-        end = time.monotonic() + _EXIT_S
-        while time.monotonic() < end and cells[STATE] != ABORT:
-            if cells[STATE] == FINISHED and all(
-                cells[ctl.worker_base(w) + STATUS] in (W_FAILED, W_FINISHED)
-                for w in range(ctl.workers)
-            ):
-                break
-            time.sleep(0.01)
-        assert self.receiver is not None
-        self.receiver.close()
-        self.receiver = None
-        for b in [*self.node_bells.values(), self.supervisor_bell]:
-            if b is not None:
-                os.close(b.fd)
-        ctl.release()
-        try:
-            self.node_seg.close()
-        except BufferError:
-            pass
-        if self.node != 0:
-            unlink_prefix(self.node_prefix)
-
-
-def _adopt(spec: ActorSpec) -> tuple[int, int]:
-    """Take the supervisor's working directory, environment, module path and, on its host,
-    its standard output and error (:func:`_take_output`); leave SIGINT and SIGHUP to it.
-    Returns copies of the actor's own standard output and error descriptors (Ray's log)."""
-    saved = (os.dup(1), os.dup(2))
-    try:
-        os.chdir(spec.cwd)
-    except OSError:  # another host without that folder: stay in Ray's
-        pass
-    os.environ.update(spec.env)
-    sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
-    if spec.same_host:
-        _take_output(spec)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115  # fd 1 outlives it
-    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except ValueError:  # not the actor's main thread: Ray keeps its own handlers
-            pass
-    return saved
-
-
-def output_socket(prefix: str) -> str:
-    """The UNIX socket where the supervisor of the run ``prefix`` hands out its standard
-    output and error descriptors."""
-    return f"/dev/shm/{prefix}out"
-
-
-def _take_output(spec: ActorSpec) -> None:
-    """Make this process's descriptors 1 and 2 the supervisor's open files (received over
-    :func:`output_socket`; if that fails, the same files reopened through ``/proc``, which
-    keep their own offset; if that fails too, Ray's log files)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5)
-            sock.connect(output_socket(spec.prefix))
-            _, fds, _, _ = socket.recv_fds(sock, 1, 2)
-    except OSError:
-        fds = []
-    if len(fds) != 2:
-        fds = []
-        for fd in (1, 2):
-            try:
-                fds.append(os.open(f"/proc/{spec.parent}/fd/{fd}", os.O_WRONLY | os.O_APPEND))
-            except OSError:  # closed there: keep Ray's log file
-                fds.append(-1)
-    for fd, got in zip((1, 2), fds):
-        if got >= 0:
-            os.dup2(got, fd)
-            os.close(got)
-
-
-def _idle(ctl: Control, spec: ActorSpec) -> Idle:
-    """An actor's idle check: stop on an abort, or when the supervising process died (then
-    unlink the run's segments, since nobody else will)."""
-
-    def idle(_ready: list[int]) -> None:
-        if ctl.cells[STATE] == ABORT:
-            raise Aborted()
-        if spec.same_host and not alive(spec.parent):
-            unlink_prefix(spec.prefix)
-            raise Aborted()
-
-    return idle
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` (of this host) lives and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
 
 
 def connect(address: str) -> Any:
@@ -696,14 +412,4 @@ class RayTransport(ProcessTransport):
             self.ray.shutdown()
 
 
-__all__ = [
-    "ActorSpec",
-    "FifoBell",
-    "NullBell",
-    "Placement",
-    "RayTransport",
-    "WorkerActor",
-    "alive",
-    "bell_path",
-    "connect",
-]
+__all__ = ["RayTransport", "connect", "node_labels"]

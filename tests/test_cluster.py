@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import build, run_digest, run_program
 
-from reactors.ray_cluster import alive
+from reactors.ray_actor import alive
 from reactors.shm import unlink_prefix
 
 FIXTURES = Path(__file__).parent / "cluster_fixtures"
