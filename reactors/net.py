@@ -125,10 +125,6 @@ class NetPlan:
     addresses: tuple[tuple[str, int], ...]
     secret: bytes
 
-    def local(self, node: int) -> list[int]:
-        """The workers on node ``node``."""
-        return [w for w, k in enumerate(self.node_of) if k == node]
-
 
 def cell_policy(ctl: Control) -> bytearray:
     """For each cell of ``ctl``, :data:`SEND`, :data:`DEFER` or :data:`LOCAL` (see the module
@@ -166,14 +162,14 @@ def watched_by_supervisor(ctl: Control) -> frozenset[int]:
 class Link:
     """What one process sends to the other nodes of its run: a connection to each one's
     receiver (``peers``: node index to ``(host, port)``), made at construction after proving
-    the run's ``secret``; frames are kept per node until :meth:`flush`. ``sent_bytes`` and
-    ``sent_frames`` count what went out. Raises NetError when a receiver cannot be reached or
+    the run's ``secret``; frames are kept per node until :meth:`flush`. ``sent_bytes``
+    counts what went out. Raises NetError when a receiver cannot be reached or
     refuses the proof."""
 
     def __init__(self, peers: dict[int, tuple[str, int]], secret: bytes, sender: int):
         self.socks: dict[int, socket.socket] = {}
         self.out: dict[int, bytearray] = {}
-        self.sent_bytes = self.sent_frames = 0
+        self.sent_bytes = 0
         try:
             for node, address in sorted(peers.items()):
                 self.socks[node] = _connect(address, secret, sender)
@@ -188,7 +184,6 @@ class Link:
         frame = FRAME.pack(K_CELLS, 8 * index, 8) + value.to_bytes(8, "little", signed=True)
         for buf in self.out.values():
             buf += frame
-        self.sent_frames += 1
 
     def bytes_at(self, offset: int, data: Any, nodes: Iterable[int]) -> None:
         """Queue ``data`` (bytes-like) for byte ``offset`` of the control block on ``nodes``."""
@@ -198,7 +193,6 @@ class Link:
             if buf is not None:
                 buf += head
                 buf += data
-        self.sent_frames += 1
 
     def segment(self, suffix: str, capacity: int, data: memoryview, nodes: Iterable[int]) -> None:
         """Send a slot segment's content (``data``, bytes) for the segment named ``suffix``
@@ -220,7 +214,6 @@ class Link:
                 continue
             self.sent_bytes += len(buf) + len(data)
             buf.clear()
-        self.sent_frames += 1
 
     def flush(self) -> None:
         """Send what is queued, to every node (in the order it was queued). A node whose
@@ -279,9 +272,6 @@ class NetCells:
             if p == SEND:
                 self.link.flush()
 
-    def __len__(self) -> int:
-        return len(self.mv)
-
     def release(self) -> None:
         self.mv.release()
 
@@ -335,6 +325,8 @@ class NetWriter:
         self.index = index
 
     def publish(self, seq: int) -> None:
+        """Publish the port's value of tag number ``seq`` here, then queue it for
+        ``nodes`` (sent with the worker's next flush)."""
         inner, c, b = self.inner, self.cells, self.base
         inner.publish(seq)
         link, nodes = self.link, self.nodes
@@ -354,10 +346,6 @@ class NetWriter:
                 link.bytes_at(start, self.raw[start : start + 8 * INLINE_CELLS], nodes)
         link.bytes_at(8 * (b + 1), self.raw[8 * (b + 1) : 8 * (b + C_HELD)], nodes)
         link.bytes_at(8 * (b + C_STATE), self.raw[8 * b : 8 * b + 8], nodes)
-
-    @property
-    def slots(self) -> list[list[Any]]:
-        return self.inner.slots
 
     def close(self) -> None:
         self.inner.close()

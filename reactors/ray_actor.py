@@ -119,7 +119,10 @@ class Placement:
 
 
 class WorkerActor:
-    """One worker of a run, as a Ray actor (made remote by :class:`RayTransport`)."""
+    """One worker of a run, as a Ray actor (made remote by :class:`RayTransport`);
+    ``receiver``: its node's, when :meth:`serve` made this actor hold the node's copy."""
+
+    receiver: Receiver | None = None
 
     def where(self, prefix: str) -> Placement:
         """Where this actor runs, and whether it sees the segment ``prefix + "ctl"``."""
@@ -164,7 +167,7 @@ class WorkerActor:
             self.node_bells = {w: FifoBell(FifoBell.make(bell_path(here, w))) for w in local}
             self.supervisor_bell = None
         host = ray.util.get_node_ip_address()
-        self.receiver: Receiver | None = Receiver(
+        self.receiver = Receiver(
             ctl, here, host, secret, local, self.node_bells, self.supervisor_bell
         )
         return self.receiver.address
@@ -187,7 +190,7 @@ class WorkerActor:
                 for w in range(n)
             ]
             bells.append(FifoBell(spec.bells[-1]) if node == 0 else NullBell())
-            hosts = getattr(self, "receiver", None) is not None
+            hosts = self.receiver is not None
 
             def attach(spec: ActorSpec) -> tuple[Control, NetChannels, int]:
                 seg = Segment(here + "ctl")
@@ -204,7 +207,7 @@ class WorkerActor:
         for b in bells:
             if isinstance(b, FifoBell):
                 os.close(b.fd)
-        if getattr(self, "receiver", None) is not None:
+        if self.receiver is not None:
             self._release_node()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -170,10 +170,10 @@ class RayTransport(ProcessTransport):
         """Hand this process's standard output and error descriptors to each actor of this
         host that asks (a UNIX socket in ``/dev/shm`` with the run's prefix, SCM_RIGHTS): the
         same open files, so their writes and this process's share one file offset."""
-        self.output_path = output_socket(self.prefix)
+        path = output_socket(self.prefix)  # unlinked with the run's segments
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(self.output_path)
-        os.chmod(self.output_path, 0o600)
+        server.bind(path)
+        os.chmod(path, 0o600)
         server.listen(self.plan.workers)
         self.output_server = server
 
