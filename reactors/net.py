@@ -2,8 +2,9 @@
 
 On one node the workers share the run's control block and channel segments in ``/dev/shm``
 (:mod:`reactors.processes`). Across nodes every node keeps its own copy of them, and each
-process sends what it writes to the other nodes over TCP, where a receiver thread stores it in
-that node's copy in the order it was written. This is sound because every cell of the control
+process sends what it writes to the other nodes over TCP, where a receiver (a thread per
+connection, in a process of its own: :class:`reactors.ray_actor.ReceiverProcess`) stores it
+in that node's copy in the order it was written. This is sound because every cell of the control
 block has exactly one writer (:mod:`reactors.sync`) and each writer publishes its data before
 the cell that publishes it: one writer's stream, applied in order, keeps that order. So the
 runtime's protocol, its tag agreement and its results are those of one machine; what crosses
@@ -45,6 +46,7 @@ import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from time import perf_counter_ns
 from typing import Any
 
 from .processes import ShmChannels
@@ -70,9 +72,11 @@ from .sync import (
     C_STATE,
     CODE,
     COORD_SLEEP,
+    DONE,
     FAILS,
     FINISHED,
     GO_M,
+    GO_SEQ,
     GO_T,
     INLINE_CELLS,
     LOST,
@@ -107,6 +111,8 @@ _PROOF = b"lf-net/1"
 _AUTH_S = 5.0  # how long a connecting peer gets to prove it belongs to the run
 SUPERVISOR = 0xFFFF  # the sender id of the supervisor (workers send their index)
 _SLOT_KINDS = (K_ARRAY, K_TENSOR, K_PICKLE)
+_KEEP_NS = 1_000_000  # a DONE kept longer than this (a long first reaction): send at once
+_PAUSE = (64, 4_096)  # tags of sending DONE at once after a DONE kept too long: first, most
 
 
 class NetError(ConnectionError):
@@ -169,21 +175,37 @@ class Link:
     def __init__(self, peers: dict[int, tuple[str, int]], secret: bytes, sender: int):
         self.socks: dict[int, socket.socket] = {}
         self.out: dict[int, bytearray] = {}
+        self.last: dict[int, int] = {}  # where the last frame queued for a node starts (-1: none)
         self.sent_bytes = 0
         try:
             for node, address in sorted(peers.items()):
                 self.socks[node] = _connect(address, secret, sender)
                 self.out[node] = bytearray()
+                self.last[node] = -1
         except BaseException:
             self.close()
             raise
         self.all = tuple(self.socks)
 
-    def cell(self, index: int, value: int) -> None:
-        """Queue cell ``index``'s new value (int64) for every other node."""
-        frame = FRAME.pack(K_CELLS, 8 * index, 8) + value.to_bytes(8, "little", signed=True)
-        for buf in self.out.values():
-            buf += frame
+    def cell(self, index: int, value: int, merge: bool = False) -> None:
+        """Queue cell ``index``'s new value (int64) for every other node. ``merge``: the
+        cell publishes nothing (a :data:`DEFER` data cell), so it may join the frame queued
+        last when that one ends right before it: the receiver copies a frame's bytes in no
+        particular order, which only a cell that publishes an earlier one would mind."""
+        data = value.to_bytes(8, "little", signed=True)
+        offset = 8 * index
+        last = self.last
+        for node, buf in self.out.items():
+            at = last[node]
+            if merge and at >= 0:
+                kind, a, b = FRAME.unpack_from(buf, at)
+                if kind == K_CELLS and a + b == offset:
+                    FRAME.pack_into(buf, at, K_CELLS, a, b + 8)
+                    buf += data
+                    continue
+            last[node] = len(buf)
+            buf += FRAME.pack(K_CELLS, offset, 8)
+            buf += data
 
     def bytes_at(self, offset: int, data: Any, nodes: Iterable[int]) -> None:
         """Queue ``data`` (bytes-like) for byte ``offset`` of the control block on ``nodes``."""
@@ -191,6 +213,7 @@ class Link:
         for node in nodes:
             buf = self.out.get(node)
             if buf is not None:
+                self.last[node] = len(buf)
                 buf += head
                 buf += data
 
@@ -214,6 +237,7 @@ class Link:
                 continue
             self.sent_bytes += len(buf) + len(data)
             buf.clear()
+            self.last[node] = -1
 
     def flush(self) -> None:
         """Send what is queued, to every node (in the order it was queued). A node whose
@@ -228,14 +252,20 @@ class Link:
                     continue
                 self.sent_bytes += len(buf)
                 buf.clear()
+                self.last[node] = -1
+
+    def queued(self) -> bool:
+        """Whether frames wait for :meth:`flush`."""
+        return any(self.out.values())
 
     def _drop(self, node: int) -> None:
         self.socks.pop(node).close()
-        del self.out[node]
+        del self.out[node], self.last[node]
 
     def sync(self) -> None:
         """Send what is queued and wait until every receiver applied it."""
-        for buf in self.out.values():
+        for node, buf in self.out.items():
+            self.last[node] = len(buf)
             buf += FRAME.pack(K_SYNC, 0, 0)
         self.flush()
         for sock in self.socks.values():
@@ -267,10 +297,11 @@ class NetCells:
     def __setitem__(self, i: int, v: int) -> None:
         self.mv[i] = v
         p = self.policy[i]
-        if p != LOCAL:
+        if p == DEFER:
+            self.link.cell(i, v, True)
+        elif p == SEND:
             self.link.cell(i, v)
-            if p == SEND:
-                self.link.flush()
+            self.link.flush()
 
     def release(self) -> None:
         self.mv.release()
@@ -278,14 +309,18 @@ class NetCells:
 
 class NetControl(Control):
     """A :class:`reactors.sync.Control` whose cell writes also go to the other nodes
-    (``link``); ``plain`` is a second view of the same block that writes only locally (the
-    channel writers', whose publications :class:`NetWriter` sends whole)."""
+    (``link``) from node ``here``; ``plain`` is a second view of the same block that writes
+    only locally (the channel writers', whose publications :class:`NetWriter` sends whole)."""
 
-    def __init__(self, buf: Any, workers: int, channels: int, batches: int, link: Link):
+    def __init__(self, buf: Any, workers: int, channels: int, batches: int, link: Link, here: int):
         super().__init__(buf, workers, channels, batches)
-        self.link = link
+        self.link, self.here = link, here
+        self.kept_at = 0  # when a DONE was kept for the next send (perf_counter ns), or 0
+        self.keep = 1  # > 0: keep DONE cells (set_done)
+        self.pause = _PAUSE[0]
         self.plain = Control(buf, workers, channels, batches)
         self.cells = NetCells(self.cells, cell_policy(self), link)  # type: ignore[assignment]
+        self.local_cells = self.plain.cells
 
     def write_report(self, w: int, next_t: int, next_m: int, req_t: int, req_m: int) -> None:
         """As :meth:`Control.write_report`, queued as three frames (odd revision, the report,
@@ -301,8 +336,57 @@ class NetControl(Control):
         c[b + REV] += 1
         link.cell(b + REV, c[b + REV])
 
+    def write_cells(self, first: int, values: tuple[int, ...]) -> None:
+        """As :meth:`Control.write_cells`, queued as one frame for every other node."""
+        self.plain.write_cells(first, values)
+        end = first + len(values)
+        self.link.bytes_at(8 * first, self.plain.raw[8 * first : 8 * end], self.link.all)
+
+    def set_done(self, w: int, seq: int, may_wait: bool = False) -> None:
+        """As :meth:`Control.set_done`, and sent. With ``may_wait``, kept for this worker's
+        next send instead (a publication in the next tag, a wait, its next ``DONE``) while
+        that came soon after: a free-running worker that enters the next tag at once and
+        publishes early in it (one side of a ping-pong) then sends one message per tag, not
+        two, while one that only publishes at the end of its tags (an environment bank:
+        the others wait for its ``DONE`` to enter the next tag) sends at once after the
+        first try, and tries again after a pause (:data:`_PAUSE`)."""
+        b = self.worker_base(w) + DONE
+        self.plain.cells[b] = seq
+        link = self.link
+        if self.kept_at and link.queued():  # the last one waited for this DONE: too long
+            self._kept_too_long()
+        link.cell(b, seq)
+        self.keep += 1
+        if may_wait and self.keep > 0:
+            self.kept_at = perf_counter_ns()
+        else:
+            self.kept_at = 0
+            link.flush()
+
+    def note_tag(self, t: int, m: int, seq: int) -> None:
+        """As :meth:`Control.note_tag`, stored here and queued only for the supervisor's
+        node (node 0), the only reader; it goes with this worker's next send."""
+        self.plain.note_tag(t, m, seq)
+        if self.here != 0:
+            raw = self.plain.raw
+            self.link.bytes_at(8 * GO_T, raw[8 * GO_T : 8 * GO_M + 8], (0,))
+            self.link.bytes_at(8 * GO_SEQ, raw[8 * GO_SEQ : 8 * GO_SEQ + 8], (0,))
+
     def flush(self) -> None:
+        """Send what this process queued (before it waits, after publications in a tag)."""
+        if self.kept_at:
+            if perf_counter_ns() - self.kept_at > _KEEP_NS:
+                self._kept_too_long()
+            else:
+                self.pause = _PAUSE[0]
+            self.kept_at = 0
         self.link.flush()
+
+    def _kept_too_long(self) -> None:
+        """Send DONE cells at once for the next ``pause`` tags, a pause that doubles while
+        keeping them keeps failing (up to ``_PAUSE[1]``)."""
+        self.kept_at, self.keep = 0, -self.pause
+        self.pause = min(2 * self.pause, _PAUSE[1])
 
     def release(self) -> None:
         self.plain.release()
@@ -314,7 +398,8 @@ class NetWriter:
     """The writing side of a crossing in a multi-node run: ``inner`` (a
     :class:`reactors.shm.Writer` on the local block) publishes here, then the publication is
     queued for ``nodes`` (those of its readers, and the supervisor's): the slot's content when
-    the value lies in a slot segment, the inline value, the header cells, then ``C_STATE``."""
+    the value lies in a slot segment, the inline value, the header cells, then ``C_STATE``
+    (only ``C_STATE`` for an absent value)."""
 
     def __init__(self, inner: Writer, ctl: NetControl, index: int, nodes: tuple[int, ...]):
         self.inner, self.link, self.nodes = inner, ctl.link, nodes
@@ -344,7 +429,8 @@ class NetWriter:
             elif kind in (K_SMALL, K_PACKED):
                 start = 8 * self.inline
                 link.bytes_at(start, self.raw[start : start + 8 * INLINE_CELLS], nodes)
-        link.bytes_at(8 * (b + 1), self.raw[8 * (b + 1) : 8 * (b + C_HELD)], nodes)
+            link.bytes_at(8 * (b + 1), self.raw[8 * (b + 1) : 8 * (b + C_HELD)], nodes)
+        # an absent value is its state cell alone (a reader reads nothing else)
         link.bytes_at(8 * (b + C_STATE), self.raw[8 * b : 8 * b + 8], nodes)
 
     def close(self) -> None:

@@ -361,6 +361,18 @@ def attach_shm(spec: Any) -> tuple[Control, ShmChannels, int]:
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
+def death_signal(sig: int) -> None:
+    """Ask the kernel to send ``sig`` to this process when the thread that started it ends
+    (Linux ``PR_SET_PDEATHSIG``; elsewhere, or without prctl, nothing). The caller then
+    checks ``os.getppid()``: the parent may have died before the request."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
 def _end_with_parent(spec: _Spec) -> None:
     """Make this worker end as soon as the supervising process dies, even while it never
     waits (two workers answering each other inside the spin): on Linux the kernel sends
@@ -376,12 +388,7 @@ def _end_with_parent(spec: _Spec) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_term)
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):  # no prctl: the idle check still notices
-            pass
+    death_signal(signal.SIGTERM)  # without prctl, the idle check still notices
     if os.getppid() != spec.parent:  # it died before the request
         on_term(signal.SIGTERM, None)
 

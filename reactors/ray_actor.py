@@ -21,15 +21,17 @@ from .net import (
     Link,
     NetChannels,
     NetControl,
+    NetError,
     NetPlan,
     Receiver,
     node_prefix,
 )
 from .plan import Plan
-from .processes import SPIN_NS, WorkerSpec, run_worker
+from .processes import SPIN_NS, WorkerSpec, death_signal, run_worker
 from .shm import Segment, unlink_prefix
 from .sync import (
     ABORT,
+    CONTENTION,
     FINISHED,
     STATE,
     STATUS,
@@ -42,6 +44,7 @@ from .transport import Idle
 from .worker import Aborted
 
 _EXIT_S = 60.0  # how long a node's copy waits for the run's workers to end
+_ALIVE_S = 0.02  # how often an idle worker checks that the supervising process lives
 
 
 class FifoBell(FdBell):
@@ -66,7 +69,7 @@ class FifoBell(FdBell):
 
     def clear(self) -> None:
         try:
-            while os.read(self.fd, 4096):
+            while len(os.read(self.fd, 4096)) == 4096:  # less: the FIFO is empty now
                 pass
         except BlockingIOError:
             pass
@@ -118,11 +121,62 @@ class Placement:
         return f"Ray node {self.node_id[:12]} ({self.address}, host {self.host})"
 
 
+class ReceiverProcess:
+    """A node's :class:`reactors.net.Receiver` in a process of its own, forked from the
+    actor that holds the node's copy (the arguments are the receiver's). Its threads then
+    never wait for the worker's interpreter lock, so the node's workers may poll for what
+    arrives (as they do on one machine) instead of sleeping until the receiver rings them:
+    a sleeping core takes long to wake on a virtual machine. The process ends when
+    :meth:`close` is called or the actor dies (``PR_SET_PDEATHSIG``). ``address`` is the
+    receiver's."""
+
+    def __init__(self, *args: Any):
+        stop_r, self.stop = os.pipe()
+        port_r, port_w = os.pipe()
+        parent = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:  # the receiver's process: only the receiver's code runs here
+            try:
+                os.close(self.stop)
+                os.close(port_r)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                death_signal(signal.SIGTERM)  # actor tasks run on the actor's main thread
+                if os.getppid() != parent:
+                    return
+                receiver = Receiver(*args)
+                os.write(port_w, str(receiver.address[1]).encode())
+                os.close(port_w)
+                os.read(stop_r, 1)  # until the actor closes its end (or dies)
+                receiver.close()
+            finally:
+                os._exit(0)
+        os.close(stop_r)
+        os.close(port_w)
+        with os.fdopen(port_r, "rb") as f:
+            port = f.read()
+        if not port:
+            self.close()
+            raise NetError("the node's receiver process could not start")
+        self.address: tuple[str, int] = (args[2], int(port))
+
+    def close(self) -> None:
+        """End the receiver (it closes its connections) and reap its process."""
+        os.close(self.stop)
+        end = time.monotonic() + _EXIT_S
+        while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > end:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                break
+            time.sleep(0.005)
+
+
 class WorkerActor:
     """One worker of a run, as a Ray actor (made remote by :class:`RayTransport`);
     ``receiver``: its node's, when :meth:`serve` made this actor hold the node's copy."""
 
-    receiver: Receiver | None = None
+    receiver: ReceiverProcess | None = None
 
     def where(self, prefix: str) -> Placement:
         """Where this actor runs, and whether it sees the segment ``prefix + "ctl"``."""
@@ -167,7 +221,7 @@ class WorkerActor:
             self.node_bells = {w: FifoBell(FifoBell.make(bell_path(here, w))) for w in local}
             self.supervisor_bell = None
         host = ray.util.get_node_ip_address()
-        self.receiver = Receiver(
+        self.receiver = ReceiverProcess(
             ctl, here, host, secret, local, self.node_bells, self.supervisor_bell
         )
         return self.receiver.address
@@ -190,7 +244,10 @@ class WorkerActor:
                 for w in range(n)
             ]
             bells.append(FifoBell(spec.bells[-1]) if node == 0 else NullBell())
-            hosts = self.receiver is not None
+            host = net.addresses[node][0]
+            CONTENTION.elsewhere = sum(  # this run's workers on other nodes of this host
+                net.addresses[k][0] == host and k != node for k in net.node_of
+            )
 
             def attach(spec: ActorSpec) -> tuple[Control, NetChannels, int]:
                 seg = Segment(here + "ctl")
@@ -198,10 +255,11 @@ class WorkerActor:
                 link = Link(peers, net.secret, spec.me)
                 links.append(link)
                 plan = spec.plan
-                ctl = NetControl(seg.buf, plan.workers, plan.channels, len(plan.batches), link)
+                ctl = NetControl(
+                    seg.buf, plan.workers, plan.channels, len(plan.batches), link, node
+                )
                 ctl.segment = seg  # type: ignore[attr-defined]  # mapped while the block lives
-                # a receiver thread here needs the GIL promptly: do not poll
-                return ctl, NetChannels(ctl, here, spec.me, net), 0 if hosts else SPIN_NS
+                return ctl, NetChannels(ctl, here, spec.me, net), SPIN_NS
 
         ran = run_worker(spec, bells, lambda ctl: _idle(ctl, spec), attach)
         for b in bells:
@@ -300,14 +358,18 @@ def _take_output(spec: ActorSpec) -> None:
 
 def _idle(ctl: Control, spec: ActorSpec) -> Idle:
     """An actor's idle check: stop on an abort, or when the supervising process died (then
-    unlink the run's segments, since nobody else will)."""
+    unlink the run's segments, since nobody else will); the latter, a read of ``/proc``, at
+    most every :data:`_ALIVE_S` seconds (a waiter's wakes that find nothing new are many)."""
+    checked = [0.0]
 
     def idle(_ready: list[int]) -> None:
         if ctl.cells[STATE] == ABORT:
             raise Aborted()
-        if spec.same_host and not alive(spec.parent):
-            unlink_prefix(spec.prefix)
-            raise Aborted()
+        if spec.same_host and time.monotonic() - checked[0] >= _ALIVE_S:
+            checked[0] = time.monotonic()
+            if not alive(spec.parent):
+                unlink_prefix(spec.prefix)
+                raise Aborted()
 
     return idle
 

@@ -22,6 +22,7 @@ import os
 import select
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
 from typing import Protocol
@@ -86,8 +87,10 @@ class Control:
     """The int64 cell array shared by the coordinator and ``workers`` workers with ``channels``
     crossing channels published in ``batches`` batches. ``buf`` is a writable buffer of at
     least :meth:`size` bytes (zeroed);
-    ``cells`` is the int64 memoryview the hot paths index directly; ``floats`` views the same
-    cells as float64 and ``raw`` as bytes (for values that travel inline)."""
+    ``cells`` is the int64 memoryview the hot paths index directly; ``local_cells`` is the
+    same here (across nodes, :class:`reactors.net.NetControl`, ``cells`` also sends what is
+    written and ``local_cells`` serves reads and the cells only this node reads); ``floats``
+    views the cells as float64 and ``raw`` as bytes (for values that travel inline)."""
 
     def __init__(self, buf: bytearray | memoryview, workers: int, channels: int, batches: int = 0):
         self.workers = workers
@@ -95,6 +98,7 @@ class Control:
         self.batches = batches
         self.raw = memoryview(buf).cast("B")[: self.size(workers, channels, batches)]
         self.cells = self.raw.cast("q")
+        self.local_cells = self.cells
         self.floats = self.raw.cast("d")
         self.channel_stride = C_HELD + workers + INLINE_CELLS
 
@@ -150,6 +154,26 @@ class Control:
     def flush(self) -> None:
         """Make this process's writes so far visible to every worker: here they already are
         (the network transport's block, :class:`reactors.net.NetControl`, sends them)."""
+
+    def write_cells(self, first: int, values: tuple[int, ...]) -> None:
+        """Store ``values`` in the cells from ``first`` on: data cells that a later write
+        publishes (e.g. a free-running worker's report, published by its ``DONE``)."""
+        self.cells[first : first + len(values)] = array("q", values)
+
+    def set_done(self, w: int, seq: int, may_wait: bool = False) -> None:
+        """Worker ``w`` completed tag number ``seq`` (its ``DONE`` cell). ``may_wait``: the
+        worker agrees on the next tag itself (a free-running run) and did not finish, so a
+        transport between nodes may send this with the worker's next send (see
+        :meth:`reactors.net.NetControl.set_done`); here it is visible at once."""
+        self.cells[self.worker_base(w) + DONE] = seq
+
+    def note_tag(self, t: int, m: int, seq: int) -> None:
+        """Worker 0 of a free-running run records the tag it entered (``t`` ns, microstep
+        ``m``, tag number ``seq``) in ``GO_T``/``GO_M``/``GO_SEQ``: no worker waits on these
+        cells then; the supervisor reads them (which tag's output may be pending, where an
+        unfinished run ended: :func:`reactors.records.cut_tag`)."""
+        c = self.cells
+        c[GO_T], c[GO_M], c[GO_SEQ] = t, m, seq
 
     def write_report(self, w: int, next_t: int, next_m: int, req_t: int, req_m: int) -> None:
         """Worker ``w`` publishes its earliest pending event and its stop request (the only
@@ -255,7 +279,10 @@ class Contention:
     at most every ``period_ns`` (which counts the sampler itself). That count is the whole
     machine's (also inside a container), so it is compared with the machine's cores
     (``os.cpu_count()``), not with those this process may use. Where the file does not
-    exist, waiters always spin.
+    exist, waiters always spin. ``elsewhere``: how many of those tasks are workers of the
+    same run on other nodes that share this host (a cluster emulated on one machine): on a
+    real cluster they would not run here, and what this process waits for comes from them
+    over the network, so they are not counted.
     """
 
     def __init__(self, period_ns: int = 10_000_000, path: str = "/proc/loadavg"):
@@ -264,13 +291,14 @@ class Contention:
         self.cores = os.cpu_count() or 1
         self.checked = -period_ns
         self.spin = True
+        self.elsewhere = 0
 
     def spin_ok(self) -> bool:
         """Whether spinning pays now (a cached answer, refreshed every ``period_ns``)."""
         now = perf_counter_ns()
         if now - self.checked >= self.period_ns:
             self.checked = now
-            self.spin = self._others() < self.cores
+            self.spin = self._others() - self.elsewhere < self.cores
         return self.spin
 
     def busy_now(self, samples: int = 5, gap_s: float = 0.002) -> bool:

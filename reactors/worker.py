@@ -165,7 +165,9 @@ class WorkerScheduler(Scheduler):
     ):
         super().__init__(program, _Clock(self), fast=True, keepalive=keepalive, log=log)
         self.link = link
-        self.cells = link.ctl.cells
+        # reads and this node's own cells; cells other workers read are written through
+        # ``link.ctl.cells`` (which, between nodes, also sends them)
+        self.cells = link.ctl.local_cells
         self.me = link.me
         self.base = link.ctl.worker_base(link.me)
         self.bell = link.bells[link.me]
@@ -192,7 +194,7 @@ class WorkerScheduler(Scheduler):
         """Report ready, then run tags until the stop tag (or an abort/failure)."""
         self._thread = threading.get_ident()
         cells, base = self.cells, self.base
-        cells[base + STATUS] = W_READY
+        self.link.ctl.cells[base + STATUS] = W_READY
         ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
         coord = self.coordinator
         engine = self.engine
@@ -259,6 +261,7 @@ class WorkerScheduler(Scheduler):
             return
         link = self.link
         self._want = seq
+        link.ctl.flush()  # what this worker queued for other nodes, before it waits
         while True:
             wait(self._go_ready, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
             if cells[STATE] == ABORT:
@@ -337,8 +340,9 @@ class WorkerScheduler(Scheduler):
         if self.recorder is not None:
             self.recorder.record(self)
         if final:
-            cells[base + LOST] = self._discarded()
-            cells[base + STATUS] = W_FINISHED
+            shared = self.link.ctl.cells
+            shared[base + LOST] = self._discarded()
+            shared[base + STATUS] = W_FINISHED
         else:
             engine = self.engine
             if self.inbox:
@@ -349,12 +353,11 @@ class WorkerScheduler(Scheduler):
                 if cells[STOP_ASKED]:  # the supervisor's stop on a signal: at the next tag
                     engine.lower_stop(engine.time, engine.micro + 1)
                 r = self.report_cells[self.seq & 1][self.me]
-                cells[r], cells[r + 1] = nt, nm
-                cells[r + 2], cells[r + 3] = engine.stop_time, engine.stop_micro
+                self.link.ctl.write_cells(r, (nt, nm, engine.stop_time, engine.stop_micro))
             else:
                 self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
-        cells[base + DONE] = self.seq
+        self.link.ctl.set_done(self.me, self.seq, self.link.free and not final)
         if self.link.free:
             ctl, bells = self.link.ctl, self.link.bells
             for w in self.peers:
@@ -374,6 +377,7 @@ class WorkerScheduler(Scheduler):
         self._want = seq
         if not self._all_done():
             link = self.link
+            link.ctl.flush()
             wait(self._all_done, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
         if cells[FAILS] or cells[STATE] == ABORT:
             raise Aborted()
@@ -397,8 +401,8 @@ class WorkerScheduler(Scheduler):
         gt, gm = tag
         engine.stop_time, engine.stop_micro = stop
         self.seq += 1
-        if self.me == 0:  # for the supervisor (the tag whose output may be pending)
-            cells[GO_T], cells[GO_M], cells[GO_SEQ] = gt, gm, self.seq
+        if self.me == 0:
+            self.link.ctl.note_tag(gt, gm, self.seq)
         engine.advance(gt, gm, self.present)
         if gt == stop[0] and gm == stop[1]:
             self._trigger_shutdown()
@@ -425,7 +429,8 @@ class WorkerScheduler(Scheduler):
                 r = rq[0] if rq else _END
                 k = inc[i][0] if i < ni else _END
                 if j < no and out[j][0] < min(r, k):
-                    j = self._publish(j, min(r, k), seq)
+                    # after the tag's last reaction the worker's DONE sends what it published
+                    j = self._publish(j, min(r, k), seq, r != _END or k != _END)
                 if k <= r and k != _END:
                     self._receive(inc[i], seq)
                     i += 1
@@ -447,11 +452,12 @@ class WorkerScheduler(Scheduler):
                 self.failed = self.program.reactions[last]
             raise
 
-    def _publish(self, j: int, bound: int, seq: int) -> int:
+    def _publish(self, j: int, bound: int, seq: int, flush: bool) -> int:
         """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``, each
-        counted in its batch's cell; wake their sleeping readers. Returns the next index."""
+        counted in its batch's cell; wake their sleeping readers; ``flush``: make them
+        visible to other nodes now, not with the next sent cell. Returns the next index."""
         out = self.link.outgoing
-        cells = self.cells
+        cells = self.link.ctl.cells
         woken: dict[int, list[int]] = {}  # reader worker -> the batch cells written for it
         base = seq * BATCH_SEQ
         while j < len(out) and out[j][0] < bound:
@@ -462,9 +468,10 @@ class WorkerScheduler(Scheduler):
                 woken.setdefault(w, []).append(cell)
             j += 1
         ctl, bells = self.link.ctl, self.link.bells
-        ctl.flush()  # across nodes: the publications go in one send
+        if flush:
+            ctl.flush()  # across nodes: the publications go in one send
         for w, published in woken.items():
-            ring_if_waiting(cells, ctl.worker_base(w), bells[w], published)
+            ring_if_waiting(self.cells, ctl.worker_base(w), bells[w], published)
         return j
 
     def _receive(self, batch: tuple[int, list[tuple[int, ChannelReader]], int], seq: int) -> None:
@@ -480,6 +487,7 @@ class WorkerScheduler(Scheduler):
                 # polling, take each crossing as it comes; asleep, wake for the batch's last
                 cells[me + WAIT_AT] = base + readers[-1][0]
                 cells[me + WAIT_CELL] = cell
+                link.ctl.flush()
                 wait(self._chan_ready, cells, me + SLEEP, self.bell, link.spin_ns, link.idle)
                 cells[me + WAIT_CELL] = 0
                 if cells[STATE] == ABORT:

@@ -72,7 +72,7 @@ def nodes():
     receiver = Receiver(far, prefixes[1], "127.0.0.1", secret, [1], {1: bell})
     plan = NetPlan((0, 1), prefixes, (("127.0.0.1", 0), receiver.address), secret)
     link = Link({1: receiver.address}, secret, 0)
-    near = NetControl(bytearray(Control.size(WORKERS, CHANNELS)), WORKERS, CHANNELS, 0, link)
+    near = NetControl(bytearray(Control.size(WORKERS, CHANNELS)), WORKERS, CHANNELS, 0, link, 0)
     near.plain.init()
     link.bytes_at(0, near.raw, link.all)  # as the supervisor's snapshot does
     link.sync()
@@ -102,6 +102,25 @@ def test_a_snapshot_and_each_write_reach_the_other_node_in_order(nodes):
     near.cells[near.worker_base(0) + DONE] = 3
     assert _until(lambda: far.cells[far.worker_base(0) + DONE] == 3)
     assert far.cells[far.worker_base(0) + SLEEP] == 0
+
+
+def test_a_free_running_tag_note_goes_only_to_the_supervisors_node(nodes):
+    near, far, receiver, _, _ = nodes
+    near.note_tag(4_000, 1, 9)  # worker 0 on node 0, the supervisor's: nothing to send
+    assert (near.cells[GO_T], near.cells[GO_M], near.cells[GO_SEQ]) == (4_000, 1, 9)
+    near.link.sync()
+    assert far.cells[GO_SEQ] == -1
+    # worker 0 on node 1 (``far``'s receiver now playing node 0's): queued for node 0 and
+    # sent with the next flush, GO_SEQ after GO_T and GO_M
+    link = Link({0: receiver.address}, receiver.secret, 0)
+    other = NetControl(bytearray(Control.size(WORKERS, CHANNELS)), WORKERS, CHANNELS, 0, link, 1)
+    other.note_tag(6_000, 3, 11)
+    time.sleep(0.05)
+    assert far.cells[GO_SEQ] == -1
+    other.flush()
+    assert _until(lambda: far.cells[GO_SEQ] == 11)
+    assert (far.cells[GO_T], far.cells[GO_M]) == (6_000, 3)
+    other.release()
 
 
 def test_reports_keep_their_seqlock_across_nodes(nodes):
