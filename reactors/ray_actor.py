@@ -17,15 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .net import (
-    Link,
-    NetChannels,
-    NetControl,
-    NetError,
-    NetPlan,
-    Receiver,
-    node_prefix,
-)
+from .net import NetChannels, NetControl, NetPlan, node_prefix
 from .plan import Plan
 from .processes import SPIN_NS, WorkerSpec, death_signal, run_worker
 from .shm import Segment, unlink_prefix
@@ -41,6 +33,7 @@ from .sync import (
     FdBell,
 )
 from .transport import Idle
+from .wire import Link, NetError, Receiver
 from .worker import Aborted
 
 _EXIT_S = 60.0  # how long a node's copy waits for the run's workers to end
@@ -77,7 +70,7 @@ class FifoBell(FdBell):
 
 class NullBell:
     """The bell of a waiter on another node: ringing it does nothing (that node's receiver
-    rings its sleepers, :class:`reactors.net.Receiver`)."""
+    rings its sleepers, :class:`reactors.wire.Receiver`)."""
 
     def ring(self) -> None:
         pass
@@ -122,7 +115,7 @@ class Placement:
 
 
 class ReceiverProcess:
-    """A node's :class:`reactors.net.Receiver` in a process of its own, forked from the
+    """A node's :class:`reactors.wire.Receiver` in a process of its own, forked from the
     actor that holds the node's copy (the arguments are the receiver's). Its threads then
     never wait for the worker's interpreter lock, so the node's workers may poll for what
     arrives (as they do on one machine) instead of sleeping until the receiver rings them:

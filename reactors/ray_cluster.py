@@ -42,18 +42,7 @@ from typing import Any
 from .costs import GRAPH_FILE, record
 from .errors import ClusterError
 from .log import Log
-from .net import (
-    SUPERVISOR,
-    Link,
-    NetCells,
-    NetError,
-    NetPlan,
-    Receiver,
-    cell_policy,
-    new_secret,
-    node_prefix,
-    snapshot,
-)
+from .net import NetCells, NetPlan, cell_policy, node_prefix, snapshot
 from .plan import Plan
 from .processes import ProcessTransport
 from .program import ClusterRun, NodePlacement, Program
@@ -66,6 +55,7 @@ from .sync import (
 )
 from .target import DEFAULTS
 from .transport import Bell, Idle, WorkerDied
+from .wire import SUPERVISOR, Link, NetError, Receiver, new_secret
 
 _PLACE_S = 30.0  # how long the cluster gets to find room for the workers
 _START_S = 120.0  # how long the actors get to start (a fresh Ray worker imports numpy...)

@@ -44,7 +44,7 @@ WAIT_CELL, WAIT_AT = 14, 15
 WORKER_STRIDE = 16
 # STATUS values
 W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
-# set on a node's copy by the network transport's receiver (reactors.net) when a worker's
+# set on a node's copy by the network transport's receiver (reactors.wire) when a worker's
 # connection closed before it finished: it died, or its node did
 W_GONE = 4
 # per-channel cells, at channel_base(c) + ...; HELD + w is reader w's bitmask of held slots;

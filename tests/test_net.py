@@ -12,18 +12,7 @@ import numpy as np
 import pytest
 
 from reactors import shm
-from reactors.net import (
-    FRAME,
-    K_CELLS,
-    SUPERVISOR,
-    Link,
-    NetChannels,
-    NetControl,
-    NetError,
-    NetPlan,
-    Receiver,
-    new_secret,
-)
+from reactors.net import NetChannels, NetControl, NetPlan
 from reactors.port import Port
 from reactors.sync import (
     DONE,
@@ -38,6 +27,7 @@ from reactors.sync import (
     W_READY,
     Control,
 )
+from reactors.wire import FRAME, K_CELLS, SUPERVISOR, Link, NetError, Receiver, new_secret
 
 WORKERS, CHANNELS = 2, 3
 
