@@ -11,9 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from reactors import shm
+from reactors import net, shm
 from reactors.net import NetChannels, NetControl, NetPlan
 from reactors.port import Port
+from reactors.ray_actor import ReceiverProcess
 from reactors.sync import (
     DONE,
     GO_M,
@@ -172,6 +173,7 @@ def test_an_absent_value_is_published_as_absent(nodes):
     writer = channels.writer(1, (1,), src)
     src._p = False
     writer.publish(4)
+    assert len(near.link.out[1]) == FRAME.size + 8  # its state cell alone
     near.cells[GO_SEQ] = 4
     assert _until(lambda: far.cells[far.channel_base(1)] == 8)
 
@@ -250,3 +252,67 @@ def test_a_worker_whose_connection_closes_before_it_finished_is_marked_gone(node
     dead.close()  # as when its process or its node died
     assert _until(lambda: far.cells[status] == W_GONE)
     assert sup.rung >= 1
+
+
+def test_a_kept_done_goes_with_the_next_send_and_one_kept_too_long_pauses_keeping(nodes):
+    near, far, *_ = nodes
+    done = far.worker_base(0) + DONE
+    near.set_done(0, 5)  # a worker that must not wait: sent at once
+    assert not near.link.queued()
+    assert _until(lambda: far.cells[done] == 5)
+    near.set_done(0, 6, may_wait=True)  # kept for the worker's next send
+    assert near.link.queued() and near.local_cells[near.worker_base(0) + DONE] == 6
+    near.flush()  # soon after (e.g. the first publication of the next tag)
+    assert _until(lambda: far.cells[done] == 6)
+    near.set_done(0, 7, may_wait=True)
+    assert near.link.queued()
+    # the next DONE while that one is still kept: the others waited a whole tag for it,
+    # so this one goes at once (7 before it) and DONE cells are sent at once for a pause
+    near.set_done(0, 8, may_wait=True)
+    assert not near.link.queued()
+    assert _until(lambda: far.cells[done] == 8)
+    pause = net._PAUSE[0]
+    for seq in range(9, 8 + pause):
+        near.set_done(0, seq, may_wait=True)
+        assert not near.link.queued()
+    near.set_done(0, 8 + pause, may_wait=True)  # then kept again
+    assert near.link.queued()
+    time.sleep(0.002)  # kept longer than a long first reaction may take
+    near.flush()
+    near.set_done(0, 9 + pause, may_wait=True)  # a pause again (twice as long)
+    assert not near.link.queued() and near.pause == 4 * pause
+    assert _until(lambda: far.cells[done] == 9 + pause)
+
+
+def test_contiguous_data_cells_travel_as_one_frame(nodes):
+    near, far, *_ = nodes
+    link = near.link
+    b = near.worker_base(0)
+    for k, cell in enumerate(range(b + 1, b + 5)):  # a report's four data cells
+        link.cell(cell, 100 + k, merge=True)
+    assert len(link.out[1]) == FRAME.size + 4 * 8  # one frame
+    link.cell(b + 7, 1, merge=True)  # not next to them: a frame of its own
+    link.cell(b + 8, 2)  # a cell that may publish the ones before it: never merged
+    assert len(link.out[1]) == 3 * FRAME.size + 6 * 8
+    link.flush()
+    assert _until(lambda: far.cells[b + 8] == 2)
+    assert list(far.cells[b + 1 : b + 5]) == [100, 101, 102, 103]
+
+
+def test_a_receiver_process_stores_what_arrives_and_ends_when_closed():
+    prefix = f"lftest{os.getpid()}rp{time.monotonic_ns() % 10**6}"
+    seg = shm.Segment(prefix + "ctl", True, Control.size(WORKERS, CHANNELS))
+    far = Control(seg.buf, WORKERS, CHANNELS)
+    secret = new_secret()
+    proc = ReceiverProcess(far, prefix, "127.0.0.1", secret, [1], {1: _Bell()})
+    assert proc.pid != os.getpid() and proc.address[0] == "127.0.0.1"
+    link = Link({1: proc.address}, secret, 0)
+    link.cell(GO_SEQ, 42)
+    link.flush()
+    assert _until(lambda: far.cells[GO_SEQ] == 42)  # written by the other process
+    link.close()
+    proc.close()
+    assert not os.path.exists(f"/proc/{proc.pid}")  # ended and reaped
+    far.release()
+    seg.close()
+    assert shm.unlink_prefix(prefix) >= 1
