@@ -5,8 +5,9 @@ On one node the workers share the run's control block and channel segments in ``
 process sends what it writes to the other nodes over TCP, where a receiver (a thread per
 connection, in a process of its own: :class:`reactors.ray_actor.ReceiverProcess`) stores
 it in that node's copy in the order it was written. This is sound because every cell of the
-control block has exactly one writer (:mod:`reactors.sync`) and each writer publishes its data before
-the cell that publishes it: one writer's stream, applied in order, keeps that order. So the
+control block has exactly one writer (:mod:`reactors.sync`) and each writer publishes its
+data before the cell that publishes it: one writer's stream, applied in order, keeps that
+order. So the
 runtime's protocol, its tag agreement and its results are those of one machine; what crosses
 the network per tag is what the workers publish: a worker's reports and ``DONE`` cell (the
 tags every upstream worker has completed: LF's centralized coordination, the coordinator
