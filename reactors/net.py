@@ -93,7 +93,9 @@ def cell_policy(ctl: Control) -> bytearray:
     docstring). A deferred cell is always followed, in the code that writes it, by a sent one
     of the same process: ``GO_T..STOP_M`` by ``GO_SEQ``, ``START_T`` by ``STATE``, reports by
     ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a reader's held slots by its next ``DONE``, a
-    batch's cell by the flush that ends :meth:`reactors.worker.WorkerScheduler._publish`."""
+    batch's cell by the flush that ends :meth:`reactors.worker.WorkerScheduler._publish` or,
+    after a tag's last reaction, by the worker's ``DONE`` (or its next send, when that
+    ``DONE`` is kept: :meth:`NetControl.set_done`)."""
     n = ctl.size(ctl.workers, ctl.channels, ctl.batches) // 8
     policy = bytearray(n)  # SEND
     for cell in (GO_T, GO_M, STOP_T, STOP_M, START_T, PRINTED):

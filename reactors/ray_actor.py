@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from .sync import (
     W_FINISHED,
     Control,
     FdBell,
+    Waker,
 )
 from .transport import Idle
 from .wire import Link, NetError, Receiver
@@ -116,14 +118,24 @@ class Placement:
 
 class ReceiverProcess:
     """A node's :class:`reactors.wire.Receiver` in a process of its own, forked from the
-    actor that holds the node's copy (the arguments are the receiver's). Its threads then
+    actor that holds the node's copy. Its threads then
     never wait for the worker's interpreter lock, so the node's workers may poll for what
     arrives (as they do on one machine) instead of sleeping until the receiver rings them:
     a sleeping core takes long to wake on a virtual machine. The process ends when
-    :meth:`close` is called or the actor dies (``PR_SET_PDEATHSIG``). ``address`` is the
-    receiver's."""
+    :meth:`close` is called or the actor dies (``PR_SET_PDEATHSIG``). The arguments are
+    those of :class:`reactors.wire.Receiver`; ``address`` is the receiver's ``(host, port)``.
+    Raises NetError when the receiver could not start."""
 
-    def __init__(self, *args: Any):
+    def __init__(
+        self,
+        ctl: Control,
+        prefix: str,
+        host: str,
+        secret: bytes,
+        local: Sequence[int],
+        bells: Mapping[int, Waker],
+        supervisor_bell: Waker | None = None,
+    ):
         stop_r, self.stop = os.pipe()
         port_r, port_w = os.pipe()
         parent = os.getpid()
@@ -137,7 +149,7 @@ class ReceiverProcess:
                 death_signal(signal.SIGTERM)  # actor tasks run on the actor's main thread
                 if os.getppid() != parent:
                     return
-                receiver = Receiver(*args)
+                receiver = Receiver(ctl, prefix, host, secret, local, bells, supervisor_bell)
                 os.write(port_w, str(receiver.address[1]).encode())
                 os.close(port_w)
                 os.read(stop_r, 1)  # until the actor closes its end (or dies)
@@ -151,7 +163,7 @@ class ReceiverProcess:
         if not port:
             self.close()
             raise NetError("the node's receiver process could not start")
-        self.address: tuple[str, int] = (args[2], int(port))
+        self.address: tuple[str, int] = (host, int(port))
 
     def close(self) -> None:
         """End the receiver (it closes its connections) and reap its process."""
@@ -353,13 +365,14 @@ def _idle(ctl: Control, spec: ActorSpec) -> Idle:
     """An actor's idle check: stop on an abort, or when the supervising process died (then
     unlink the run's segments, since nobody else will); the latter, a read of ``/proc``, at
     most every :data:`_ALIVE_S` seconds (a waiter's wakes that find nothing new are many)."""
-    checked = [0.0]
+    checked = 0.0
 
     def idle(_ready: list[int]) -> None:
+        nonlocal checked
         if ctl.cells[STATE] == ABORT:
             raise Aborted()
-        if spec.same_host and time.monotonic() - checked[0] >= _ALIVE_S:
-            checked[0] = time.monotonic()
+        if spec.same_host and time.monotonic() - checked >= _ALIVE_S:
+            checked = time.monotonic()
             if not alive(spec.parent):
                 unlink_prefix(spec.prefix)
                 raise Aborted()

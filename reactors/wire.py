@@ -80,35 +80,37 @@ class Link:
     def __init__(self, peers: dict[int, tuple[str, int]], secret: bytes, sender: int):
         self.socks: dict[int, socket.socket] = {}
         self.out: dict[int, bytearray] = {}
-        self.last: dict[int, int] = {}  # where the last frame queued for a node starts (-1: none)
+        # where the frame queued last for a node starts if it holds merged cells, else -1
+        self.run: dict[int, int] = {}
         self.sent_bytes = 0
         try:
             for node, address in sorted(peers.items()):
                 self.socks[node] = _connect(address, secret, sender)
                 self.out[node] = bytearray()
-                self.last[node] = -1
+                self.run[node] = -1
         except BaseException:
             self.close()
             raise
         self.all = tuple(self.socks)
 
     def cell(self, index: int, value: int, merge: bool = False) -> None:
-        """Queue cell ``index``'s new value (int64) for every other node. ``merge``: the
-        cell publishes nothing (a :data:`DEFER` data cell), so it may join the frame queued
-        last when that one ends right before it: the receiver copies a frame's bytes in no
-        particular order, which only a cell that publishes an earlier one would mind."""
+        """Queue cell ``index``'s new value (int64) for every other node. ``merge``: a
+        :data:`reactors.net.DEFER` cell (data, or a batch's cell, which publishes only what
+        was queued before it); it joins the frame of such cells queued just before it when
+        it continues them: the receiver copies a frame's bytes in no particular order, which
+        none of these cells minds, since none publishes another."""
         data = value.to_bytes(8, "little", signed=True)
         offset = 8 * index
-        last = self.last
+        run = self.run
         for node, buf in self.out.items():
-            at = last[node]
+            at = run[node]
             if merge and at >= 0:
-                kind, a, b = FRAME.unpack_from(buf, at)
-                if kind == K_CELLS and a + b == offset:
+                _, a, b = FRAME.unpack_from(buf, at)
+                if a + b == offset:
                     FRAME.pack_into(buf, at, K_CELLS, a, b + 8)
                     buf += data
                     continue
-            last[node] = len(buf)
+            run[node] = len(buf) if merge else -1
             buf += FRAME.pack(K_CELLS, offset, 8)
             buf += data
 
@@ -118,7 +120,7 @@ class Link:
         for node in nodes:
             buf = self.out.get(node)
             if buf is not None:
-                self.last[node] = len(buf)
+                self.run[node] = -1
                 buf += head
                 buf += data
 
@@ -142,7 +144,7 @@ class Link:
                 continue
             self.sent_bytes += len(buf) + len(data)
             buf.clear()
-            self.last[node] = -1
+            self.run[node] = -1
 
     def flush(self) -> None:
         """Send what is queued, to every node (in the order it was queued). A node whose
@@ -157,7 +159,7 @@ class Link:
                     continue
                 self.sent_bytes += len(buf)
                 buf.clear()
-                self.last[node] = -1
+                self.run[node] = -1
 
     def queued(self) -> bool:
         """Whether frames wait for :meth:`flush`."""
@@ -165,12 +167,12 @@ class Link:
 
     def _drop(self, node: int) -> None:
         self.socks.pop(node).close()
-        del self.out[node], self.last[node]
+        del self.out[node], self.run[node]
 
     def sync(self) -> None:
         """Send what is queued and wait until every receiver applied it."""
         for node, buf in self.out.items():
-            self.last[node] = len(buf)
+            self.run[node] = -1
             buf += FRAME.pack(K_SYNC, 0, 0)
         self.flush()
         for sock in self.socks.values():
