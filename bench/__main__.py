@@ -37,7 +37,8 @@ BENCHMARKS = [
     "multi_agent",
     "broadcast16",
     "snapshots",
-    "sb3",
+    "sb3_cartpole",
+    "sb3_atari",
 ]
 
 

@@ -9,17 +9,15 @@ status 130, 143 or 129.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import importlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from .arguments import Argument, argument, beneath
 from .build import build
@@ -333,28 +331,6 @@ def main(module: ModuleType | str, graph_path: str, argv: Sequence[str] | None =
         sys.stderr.write(f"ERROR: {e}\n")
         return 1
     return run_graph(module, program, _program_args(argv))
-
-
-#: The exit statuses of a run stopped by SIGHUP, SIGINT or SIGTERM.
-SIGNAL_STATUSES = frozenset(128 + s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM))
-
-
-def end_process(status: int) -> NoReturn:
-    """End the program's process with exit status ``status`` (what :func:`main` returned).
-
-    After a run stopped by a signal, the user waits for the prompt: the standard streams are
-    flushed and the ``atexit`` functions run, but the interpreter's tear-down of its modules
-    (most of a second with torch loaded) is skipped. Otherwise ``sys.exit(status)``."""
-    if status not in SIGNAL_STATUSES:
-        sys.exit(status)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 def _check_build(module: ModuleType, program: Program, graph_path: str) -> None:

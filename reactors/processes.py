@@ -15,10 +15,8 @@ unlinking the segments of its run.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
-import gc
 import importlib.util
 import multiprocessing as mp
 import os
@@ -34,9 +32,9 @@ from multiprocessing.process import BaseProcess
 from types import ModuleType
 from typing import Any
 
-from . import context
 from .context import CTX
 from .errors import SourceMap, report
+from .exits import quick_exit
 from .log import Log
 from .output import Captured
 from .plan import Plan
@@ -296,17 +294,11 @@ def _child(spec: _Spec) -> None:
     _end_with_parent(spec)
     ran = run_worker(spec, [FdBell(f) for f in spec.fds], lambda ctl: _idle(ctl, spec))
     if ran is None:  # the run already ended
-        sys.exit(1)
+        quick_exit(1)
     status, asked = ran
-    if asked:  # stopped on a signal: the user waits; skip the interpreter's tear-down
-        atexit._run_exitfuncs()  # rl_algos.salvage, if a hard stop skipped the shutdown
-        sys.stderr.flush()
-        os._exit(status)
-    # let the program's objects go before the interpreter's tear-down, which frees extension
-    # modules first (ale-py's bindings then report its games as leaked)
-    CTX.sched = context.Idle()
-    gc.collect()
-    sys.exit(status)
+    # the atexit functions include rl_algos.salvage, if a hard stop skipped the shutdown;
+    # stopped on a signal, the user waits: threads are not joined
+    quick_exit(status, wait_threads=not asked)
 
 
 def run_worker(

@@ -27,6 +27,7 @@ from torch import nn
 
 from .device import batch_to_device, choose_device
 from .networks import QNetwork, Weights, export_weights, load_weights
+from .optim import Adam, clip_grad_norm
 from .seeding import torch_generator
 
 
@@ -125,7 +126,7 @@ class DQNLearner:
         )
         self.net = net.to(self.device)
         self.target = copy.deepcopy(self.net).requires_grad_(False)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, fused=True)
+        self.opt = Adam(self.net.parameters(), lr=cfg.learning_rate)
         self.updates = 0
         self.stats: dict[str, float] = {}
 
@@ -161,9 +162,9 @@ class DQNLearner:
             y = d["rewards"] + self.cfg.gamma * next_q * (1.0 - d["dones"])
         q = self.net(d["obs"]).gather(1, d["actions"].long()[:, None]).squeeze(1)
         loss = F.smooth_l1_loss(q, y)
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.cfg.max_grad_norm)
+        clip_grad_norm(self.opt.params, self.cfg.max_grad_norm)
         self.opt.step()
         self.updates += 1
         if self.updates % self.cfg.target_update == 0:

@@ -26,6 +26,7 @@ from typing import cast
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -42,6 +43,14 @@ def conv(n_in: int, n_out: int, kernel: int, stride: int) -> nn.Conv2d:
     return nn.Conv2d(n_in, n_out, kernel, stride=stride, device="meta")
 
 
+def _allocate(layer: nn.Module) -> None:
+    """Replace the parameters of ``layer`` (on ``meta``) by uninitialised CPU tensors of their
+    shapes and dtypes. (``Module.to_empty`` does the same through torch's reference
+    implementations, whose first use imports sympy: a third of a second of start-up.)"""
+    for name, p in list(layer.named_parameters(recurse=False)):
+        setattr(layer, name, nn.Parameter(torch.empty(p.shape, dtype=p.dtype), p.requires_grad))
+
+
 def layer_init(
     layer: nn.Linear | nn.Conv2d,
     generator: torch.Generator,
@@ -50,7 +59,7 @@ def layer_init(
 ) -> nn.Module:
     """Give ``layer`` CPU storage, orthogonal weights scaled by ``gain`` (drawn from
     ``generator``) and a constant bias; returns ``layer``."""
-    layer.to_empty(device="cpu")
+    _allocate(layer)
     nn.init.orthogonal_(layer.weight, gain, generator=generator)
     if layer.bias is not None:
         nn.init.constant_(layer.bias, bias)
@@ -60,12 +69,28 @@ def layer_init(
 def default_init(layer: nn.Linear | nn.Conv2d, generator: torch.Generator) -> nn.Module:
     """Give ``layer`` CPU storage and torch's default initialisation (Kaiming-uniform
     weights, bias uniform in +-1/sqrt(fan_in)), drawn from ``generator``; returns ``layer``."""
-    layer.to_empty(device="cpu")
+    _allocate(layer)
     nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
     if layer.bias is not None:
         bound = 1.0 / math.sqrt(layer.weight[0].numel())
         nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
     return layer
+
+
+class MLP(nn.Sequential):
+    """An ``nn.Sequential`` of linear layers and activations (see :func:`mlp`) whose
+    forward pass calls ``F.linear`` and the activations itself: the same kernels on the same
+    tensors, so the same numbers, without a module call per layer (hooks, which no network
+    here has, are not run). That call costs about as much as the layer's own arithmetic at
+    RL's batch sizes (a 64-unit layer on 8 to 64 rows: ~4 us each)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self._modules.values():
+            if type(layer) is nn.Linear:
+                x = F.linear(x, layer.weight, layer.bias)
+            else:
+                x = layer.forward(x)
+        return x
 
 
 def mlp(
@@ -84,7 +109,7 @@ def mlp(
         layers += [layer_init(linear(width, h), generator), _ACTIVATIONS[activation]()]
         width = h
     layers.append(layer_init(linear(width, n_out), generator, gain=out_gain))
-    return nn.Sequential(*layers)
+    return MLP(*layers)
 
 
 class NatureCNN(nn.Module):

@@ -45,6 +45,7 @@ from .networks import (
     load_weights,
 )
 from .normalize import ObsStats
+from .optim import Adam, clip_grad_norm
 from .seeding import torch_generator
 
 
@@ -189,9 +190,7 @@ class PPOLearner:
         self.net = net.to(self.device)
         self.continuous = isinstance(net, GaussianActorCritic)
         self.action_dim = int(np.prod(action_space.shape or ()))  # 1 for a Discrete space
-        self.opt = torch.optim.Adam(
-            self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
-        )  # one kernel per step
+        self.opt = Adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.obs_space = obs_space
         self.buf: dict[str, np.ndarray] = {}  # rollout arrays, allocated on the first observation
         self.t = 0  # next slot of the rollout
@@ -199,12 +198,6 @@ class PPOLearner:
         self.updates = 0
         self.stats: dict[str, float] = {}
         self.obs_stats: ObsStats | None = None
-
-    @property
-    def params(self) -> list[torch.Tensor]:
-        """The network's parameters in the optimiser's list (the norm clip reads it without
-        walking the modules)."""
-        return self.opt.param_groups[0]["params"]
 
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`."""
@@ -308,7 +301,7 @@ class PPOLearner:
         )
         frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
         if cfg.anneal_lr:
-            self.opt.param_groups[0]["lr"] = frac * cfg.learning_rate
+            self.opt.lr = frac * cfg.learning_rate
         clip = frac * cfg.clip_coef if cfg.anneal_clip else cfg.clip_coef
         rows: list[torch.Tensor] = []
         for epoch in range(cfg.update_epochs):
@@ -346,9 +339,9 @@ class PPOLearner:
             loss = pg_loss - cfg.ent_coef * entropy + value_term
         else:  # a zero coefficient adds nothing: its gradient is not computed
             loss = pg_loss + value_term
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
+        clip_grad_norm(self.opt.params, cfg.max_grad_norm)
         self.opt.step()
         with torch.no_grad():
             excess = ratio - 1

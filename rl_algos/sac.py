@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from .device import batch_to_device, choose_device
 from .networks import SoftQNetwork, SquashedGaussianActor, Weights, export_weights, load_weights
+from .optim import Adam
 from .seeding import torch_generator
 
 
@@ -129,15 +130,13 @@ class SACLearner:
             for _ in range(2)
         ]
         self.targets = [copy.deepcopy(q).requires_grad_(False) for q in self.qf]
-        self.q_opt = torch.optim.Adam(
-            [p for q in self.qf for p in q.parameters()], lr=cfg.q_lr, fused=True
-        )
-        self.pi_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.policy_lr, fused=True)
+        self.q_opt = Adam([p for q in self.qf for p in q.parameters()], lr=cfg.q_lr)
+        self.pi_opt = Adam(self.actor.parameters(), lr=cfg.policy_lr)
         self.target_entropy = -float(self.action_dim)
         self.log_alpha = torch.zeros(1, device=dev, requires_grad=True)
         with torch.no_grad():
             self.log_alpha.fill_(float(np.log(cfg.alpha)))
-        self.a_opt = torch.optim.Adam([self.log_alpha], lr=cfg.q_lr)
+        self.a_opt = Adam([self.log_alpha], lr=cfg.q_lr)
         self.alpha = cfg.alpha
         # the noise of the learner's samples: its own generator, on its device
         self.gen = torch.Generator(device=dev)
@@ -182,7 +181,7 @@ class SACLearner:
             y = d["rewards"] + cfg.gamma * (1.0 - d["dones"]) * soft
         q1, q2 = (q(obs, actions) for q in self.qf)
         l1, l2 = F.mse_loss(q1, y), F.mse_loss(q2, y)
-        self.q_opt.zero_grad(set_to_none=True)
+        self.q_opt.zero_grad()
         (l1 + l2).backward()
         self.q_opt.step()
         stats = {"qf1_values": q1.mean().item(), "qf2_values": q2.mean().item()}
@@ -207,7 +206,7 @@ class SACLearner:
         a, logp = self.actor.sample(obs, self._noise(n))
         q = torch.min(*(qf(obs, a) for qf in self.qf))
         loss = (self.alpha * logp - q).mean()
-        self.pi_opt.zero_grad(set_to_none=True)
+        self.pi_opt.zero_grad()
         loss.backward()
         self.pi_opt.step()
         out = {"actor_loss": loss.item(), "alpha": self.alpha}
@@ -215,7 +214,7 @@ class SACLearner:
             with torch.no_grad():
                 _, logp = self.actor.sample(obs, self._noise(n))
             a_loss = (-self.log_alpha.exp() * (logp + self.target_entropy)).mean()
-            self.a_opt.zero_grad(set_to_none=True)
+            self.a_opt.zero_grad()
             a_loss.backward()
             self.a_opt.step()
             self.alpha = float(self.log_alpha.exp().item())

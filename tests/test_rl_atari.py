@@ -117,7 +117,7 @@ def test_learner_tensors_live_on_its_device(device, monkeypatch):
     new = fill_one_rollout(learner, n_envs, np.random.default_rng(2))
     assert new is not None and learner.updates == 1
     assert all(p.device.type == device for p in learner.net.parameters())
-    moments = [t for s in learner.opt.state.values() for t in s.values() if torch.is_tensor(t)]
+    moments = [t for s in learner.opt.state if s is not None for t in s]
     assert moments and all(t.device.type == device for t in moments)
     rollouts = [c for c in copies if "actions" in c]  # the others: V(s) of single steps
     assert len(rollouts) == 1, "the rollout must reach the device in one copy per update"

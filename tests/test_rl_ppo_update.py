@@ -49,7 +49,7 @@ def test_clip_range_anneals_with_the_steps_taken():
     )
     frac = 1 - 64 / 256  # one rollout of 8 steps in 8 environments
     assert clips == [pytest.approx(0.2 * frac)] * 4  # 2 epochs x 2 minibatches
-    assert learner.opt.param_groups[0]["lr"] == pytest.approx(1e-3 * frac)
+    assert learner.opt.lr == pytest.approx(1e-3 * frac)
 
 
 def test_clip_range_stays_without_anneal_clip():
@@ -82,5 +82,5 @@ def test_zero_entropy_coefficient_leaves_the_gradient_unchanged():
     of a coefficient so small that its term rounds away, bit for bit."""
     zero, _ = learner_after_rollout(ent_coef=0.0)
     tiny, _ = learner_after_rollout(ent_coef=1e-30)
-    for a, b in zip(zero.params, tiny.params):
+    for a, b in zip(zero.opt.params, tiny.opt.params):
         assert torch.equal(a, b)

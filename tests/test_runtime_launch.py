@@ -23,7 +23,7 @@ FAILING_LF = str(FIX / "Failing" / "Failing.lf")
 def fixtures(tmp_path_factory) -> Path:
     """OUT holding ``src-gen/<Name>/<Name>.py`` of every program in tests/runtime_fixtures/."""
     out = tmp_path_factory.mktemp("runtime_fixtures")
-    for name in ("Failing", "PingPong"):
+    for name in ("Failing", "PingPong", "LeftOpen"):
         build(FIX / name / f"{name}.lf", out)
     return out
 
@@ -127,3 +127,31 @@ def test_bench_script_small_run():
     )
     assert r.returncode == 0, r.stderr
     assert "us/reaction" in r.stdout
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_files_left_open_are_complete_after_the_exit(fixtures, tmp_path, workers):
+    """The process ends without the interpreter's tear-down, but a text file, a gzip
+    stream and a binary file that reactions left open hold every byte written, and a thread
+    that is not a daemon finishes first; the collector is on while reactions run (the
+    generated module turns it off only while its imports load)."""
+    import gzip
+
+    program = str(fixtures / "src-gen" / "LeftOpen" / "LeftOpen.py")
+    env = dict(os.environ, LEFT_OPEN_DIR=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, program, "-w", workers],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "collector on: True" in r.stdout
+    lines = "".join(f"line {i}\n" for i in range(1000))
+    assert (tmp_path / "text.txt").read_text() == lines
+    assert gzip.decompress((tmp_path / "packed.gz").read_bytes()).decode() == lines
+    assert (tmp_path / "raw.bin").read_bytes() == b"".join(
+        i.to_bytes(4, "little") for i in range(1000)
+    )
+    assert (tmp_path / "late.txt").read_text() == "written after the last tag\n"
