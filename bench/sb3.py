@@ -24,7 +24,9 @@ environment creation included, so nothing is left out of either side. SB3 runs i
 process of this module (``python -m bench.sb3 cartpole|atari ...``, which prints one
 ``RESULT {json}`` line) with one torch thread, as ours has per worker (its determinism
 rule); one more Atari row gives SB3 torch's default thread count (one per core), which on a
-loaded machine can be much slower (one CartPole run took 8x longer here that way).
+loaded machine can be much slower (one CartPole run took 8x longer here that way). The
+CartPole runs go seed by seed, ours and each SB3 row in turn, so that the machine's drift in
+speed (up to 10% between minutes here) falls on both sides alike.
 ``--quick``: one seed with small caps and one SB3 row on CartPole, and a one-update Atari
 budget (1,024 steps) with one SB3 row: a few minutes.
 """
@@ -296,29 +298,61 @@ def median_time(runs: list[Solve]) -> tuple[float, str]:
     return med, note
 
 
+def interleaved(sides: dict[str, Any], seeds: tuple[int, ...]) -> dict[str, list]:
+    """Run ``sides[name](seed)`` for every seed, one seed of every side in turn (seed 1 of
+    each side, then seed 2...), so that this shared machine's drift in speed over the minutes
+    of the workload falls on every side alike. Returns each side's results in seed order; a
+    run that raised leaves its exception in its place."""
+    results: dict[str, list] = {name: [] for name in sides}
+    for seed in seeds:
+        for name, run_one in sides.items():
+            try:
+                results[name].append(run_one(seed))
+            except Exception as e:  # noqa: BLE001 - the side's row reports it
+                results[name].append(e)
+    return results
+
+
+def median_of(runs: list) -> tuple[float, str]:
+    """:func:`median_time` of one side's :func:`interleaved` results; the first exception
+    among them is raised (its row then says FAILED)."""
+    for r in runs:
+        if isinstance(r, Exception):
+            raise r
+    return median_time(runs)
+
+
 def cartpole_rows(caps: Caps, work: Path) -> list[Row]:
-    """Our CartPolePPO, then SB3 with rl-zoo3's values (and with ours), on ``caps.seeds``."""
+    """Our CartPolePPO, then SB3 with rl-zoo3's values (and with ours), on ``caps.seeds``,
+    run in turn seed by seed (:func:`interleaved`)."""
     t = Table("CartPole PPO: wall time to solve (median)", "s", higher_better=False)
     cap_note = f"seeds {list(caps.seeds)}; cap {caps.steps:,} steps or {caps.seconds:g} s"
+    launcher: list[Path] = []
 
-    def ours() -> tuple[float, str]:
-        launcher = build(ROOT / "lf_src" / "CartPolePPO.lf", work / "cartpole")
-        return median_time([ours_cartpole(launcher, s, caps, work) for s in caps.seeds])
+    def ours(seed: int) -> Solve:
+        if not launcher:
+            launcher.append(build(ROOT / "lf_src" / "CartPolePPO.lf", work / "cartpole"))
+        return ours_cartpole(launcher[0], seed, caps, work)
 
-    def peer(variant: str) -> tuple[float, str]:
-        return median_time([peer_cartpole(s, caps, variant, work) for s in caps.seeds])
-
-    t.ours(ours, note=f"{cap_note}; -w 1 (its default); whole process, start-up included")
+    sides = {"ours": ours, "zoo": lambda s: peer_cartpole(s, caps, "zoo", work)}
+    if caps.every_peer:
+        sides["ours_values"] = lambda s: peer_cartpole(s, caps, "ours", work)
+    runs = interleaved(sides, caps.seeds)
+    t.ours(
+        lambda: median_of(runs["ours"]),
+        note=f"{cap_note}; -w 1 (its default); whole process, start-up included; "
+        "the sides run in turn seed by seed",
+    )
     t.peer(
         "Stable-Baselines3 PPO, rl-zoo3's CartPole values",
-        lambda: peer("zoo"),
+        lambda: median_of(runs["zoo"]),
         note="batch 256, 20 epochs, lr and clip annealed; DummyVecEnv; 1 torch thread",
         target=CARTPOLE_TARGET,
     )
     if caps.every_peer:
         t.peer(
             "Stable-Baselines3 PPO, our CartPolePPO's values",
-            lambda: peer("ours"),
+            lambda: median_of(runs["ours_values"]),
             note="batch 64, 10 epochs, lr annealed, clip 0.2; DummyVecEnv; 1 torch thread",
         )
     return t.rows
