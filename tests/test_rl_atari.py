@@ -150,3 +150,28 @@ def test_a_snapshot_keeps_the_games_emulator_state():
         a, b = group.step(actions), copy.step(actions)
         assert np.array_equal(a.obs, b.obs) and np.array_equal(a.reward, b.reward), i
         assert np.array_equal(a.terminated, b.terminated), i
+
+
+def test_the_cnn_runs_channels_last_and_computes_the_same_function():
+    """The Nature CNN keeps its convolutions in the channels-last layout (torch's faster CPU
+    kernels); the same weights in the default layout give the same outputs (to float32
+    rounding), so the layout changes how fast, not what, the network computes."""
+    from rl_algos.networks import ActorCritic
+
+    net = ActorCritic((4, 84, 84), 6, generator=torch.Generator().manual_seed(3))
+    convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 3
+    assert all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    logits, value = net(frames)
+    plain = ActorCritic((4, 84, 84), 6, generator=torch.Generator().manual_seed(0))
+    plain.load_state_dict(net.state_dict())
+    plain.to(memory_format=torch.contiguous_format)
+    assert all(m.weight.is_contiguous() for m in plain.modules() if isinstance(m, torch.nn.Conv2d))
+    with torch.no_grad():
+        x = frames.float() / 255.0
+        for layer in plain.torso.net:
+            x = layer(x)
+        ref_logits, ref_value = plain.actor(x), plain.critic(x).squeeze(-1)
+    assert torch.allclose(logits, ref_logits, atol=1e-5)
+    assert torch.allclose(value, ref_value, atol=1e-5)
