@@ -125,7 +125,7 @@ class NatureCNN(nn.Module):
     def __init__(self, generator: torch.Generator, in_channels: int = 4) -> None:
         super().__init__()
         g = generator
-        self.net = nn.Sequential(
+        self.net = nn.Sequential(  # type: ignore[call-overload]  # Module.to(memory_format=) is untyped
             layer_init(conv(in_channels, 32, 8, 4), g),
             nn.ReLU(),
             layer_init(conv(32, 64, 4, 2), g),
