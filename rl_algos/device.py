@@ -8,7 +8,9 @@ count, so results do not depend on the machine's core count.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -39,6 +41,28 @@ def configure_torch(threads: int = 1) -> None:
         except RuntimeError:  # inter-op pool already started: its size can no longer change
             pass
         _configured = True
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` (>= 1) intra-op threads of torch's CPU kernels, then restore
+    the count it had. The count is the process's: what other threads of the process run on
+    the CPU meanwhile runs with it too.
+
+    Raises:
+        ValueError: ``n`` < 1.
+    """
+    if n < 1:
+        raise ValueError(f"torch threads must be at least 1, not {n}")
+    before = torch.get_num_threads()
+    if n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def choose_device(name: str = "auto") -> torch.device:

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .device import batch_to_device, choose_device
+from .device import batch_to_device, choose_device, torch_threads
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
 from .networks import (
@@ -71,6 +71,9 @@ class PPOConfig:
     hidden: tuple = (64, 64)  # MLP widths (vector observations)
     activation: str = "tanh"
     device: str = "auto"  # learner device: cuda if available, else cpu
+    # torch's CPU threads during an update (a fixed count: the numbers depend on it, never on
+    # the worker count); the other workers wait for the new weights meanwhile
+    update_threads: int = 1
 
 
 @dataclass
@@ -299,6 +302,13 @@ class PPOLearner:
             },
             self.device,
         )
+        with torch_threads(cfg.update_threads):
+            return self._update(d, n, stop)
+
+    def _update(self, d: dict[str, torch.Tensor], n: int, stop: Callable[[], bool]) -> dict:
+        """The minibatch steps of :meth:`update` on the ``n`` transitions ``d`` (on the
+        device, with the epochs' permutations)."""
+        cfg = self.cfg
         frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
         if cfg.anneal_lr:
             self.opt.lr = frac * cfg.learning_rate

@@ -13,6 +13,8 @@ gym = pytest.importorskip("gymnasium")
 from rl_algos.envs import EnvGroup  # noqa: E402
 from rl_algos.ppo import PPOActor, PPOConfig, PPOLearner, mean_rows  # noqa: E402
 
+THREADS: list[int] = []  # torch's thread count in each minibatch of learner_after_rollout
+
 
 def learner_after_rollout(**hparams: object) -> tuple[PPOLearner, list[float]]:
     """A CartPole learner (8 environments, rollouts of 8 steps) that has taken one rollout and
@@ -27,6 +29,7 @@ def learner_after_rollout(**hparams: object) -> tuple[PPOLearner, list[float]]:
 
     def spy(d: dict, idx: torch.Tensor, clip: float) -> torch.Tensor:
         clips.append(clip)
+        THREADS.append(torch.get_num_threads())
         return minibatch(d, idx, clip)
 
     learner._minibatch = spy  # type: ignore[method-assign]
@@ -84,3 +87,18 @@ def test_zero_entropy_coefficient_leaves_the_gradient_unchanged():
     tiny, _ = learner_after_rollout(ent_coef=1e-30)
     for a, b in zip(zero.opt.params, tiny.opt.params):
         assert torch.equal(a, b)
+
+
+def test_an_update_runs_on_its_own_thread_count():
+    """``update_threads`` is torch's thread count during an update's minibatches, and the
+    process's count comes back after it; a count below 1 is refused."""
+    from rl_algos.device import torch_threads
+
+    before = torch.get_num_threads()
+    THREADS.clear()
+    learner_after_rollout(update_threads=before + 1)
+    assert THREADS and set(THREADS) == {before + 1}
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="at least 1"):
+        with torch_threads(0):
+            pass
