@@ -137,12 +137,16 @@ class PPOActor:
     another name); on a GPU the observations go there in one host-to-device copy per act and
     the results come back to the CPU, where actions are sampled from ``rng``.
     ``act(obs)`` takes (B, *obs_shape) observations and returns an :class:`ActRecord` of
-    numpy arrays; RuntimeError before the first :meth:`load`.
+    numpy arrays; RuntimeError before the first :meth:`load`. ``threads``: torch's CPU
+    threads during the forward pass (see :func:`~rl_algos.device.torch_threads`).
     """
 
-    def __init__(self, rng: np.random.Generator, device: str = "cpu", **_config: Any) -> None:
+    def __init__(
+        self, rng: np.random.Generator, device: str = "cpu", threads: int = 1, **_config: Any
+    ) -> None:
         self.rng = rng
         self.device = choose_device(device)
+        self.threads = threads
         self.net: nn.Module | None = None
 
     def load(self, weights: Weights) -> None:
@@ -152,7 +156,7 @@ class PPOActor:
     def act(self, obs: np.ndarray) -> ActRecord:
         if self.net is None:
             raise RuntimeError("PPOActor.act() before any weights were received")
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_threads(self.threads):
             if self.device.type == "cpu":
                 x = torch.as_tensor(obs)
             else:

@@ -102,3 +102,28 @@ def test_an_update_runs_on_its_own_thread_count():
     with pytest.raises(ValueError, match="at least 1"):
         with torch_threads(0):
             pass
+
+
+def test_an_actor_acts_on_its_own_thread_count():
+    """PPOActor's ``threads`` is torch's thread count during its forward pass only, and the
+    actions do not depend on it (the same draws, the same numbers)."""
+    group = EnvGroup("CartPole-v1", 8, np.random.default_rng(0))
+    learner = PPOLearner(
+        PPOConfig(device="cpu"),
+        group.observation_space,
+        group.action_space,
+        np.random.default_rng(1),
+        3,
+    )
+    obs = group.reset().obs
+    before = torch.get_num_threads()
+    records, seen = [], []
+    for threads in (1, before + 1):
+        actor = PPOActor(np.random.default_rng(2), threads=threads)
+        actor.load(learner.weights())
+        forward = actor.net.forward
+        actor.net.forward = lambda x, f=forward: seen.append(torch.get_num_threads()) or f(x)
+        records.append(actor.act(obs))
+    assert seen == [1, before + 1] and torch.get_num_threads() == before
+    for a, b in zip(vars(records[0]).values(), vars(records[1]).values()):
+        assert np.array_equal(a, b)
