@@ -29,10 +29,11 @@ def quick_exit(status: int, *, wait_threads: bool = True) -> NoReturn:
 
     In order: with ``wait_threads``, join the threads that are not daemons (the interpreter
     does so before it exits; a run stopped by a signal passes False: the user waits); run the
-    ``atexit`` functions; flush every open Python file object (a file a reaction left open
-    is flushed when the tear-down frees it: here it is flushed without being freed), then C's
-    stdio buffers; ``os._exit``. What is skipped is the ``__del__`` of objects still alive at
-    the exit, which Python does not promise to call either ("Data model", ``object.__del__``).
+    ``atexit`` functions; close every open, writable Python file object, as the tear-down
+    closes those it frees (a file a reaction left open, a gzip stream and its trailer), the
+    standard streams only flushed; flush C's stdio buffers; ``os._exit``. What is skipped is
+    the ``__del__`` of objects still alive at the exit, which Python does not promise to call
+    either ("Data model", ``object.__del__``).
     """
     if wait_threads:
         me = threading.current_thread()

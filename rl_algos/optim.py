@@ -11,7 +11,7 @@ first 3,000 training steps), and every step passes hooks, profiling and grouping
 that a learner with one parameter group on one device does not need. Likewise the clip is the
 global L2 norm rule of Pascanu, Mikolov and Bengio (2013), "On the difficulty of training
 recurrent neural networks", ICML, as the same four torch calls that ``clip_grad_norm_``
-makes, without its per-call grouping (about 0.15 ms a minibatch here).
+makes, without its per-call grouping of the gradients by device and dtype.
 """
 
 from __future__ import annotations
