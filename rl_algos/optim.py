@@ -61,7 +61,16 @@ class Adam:
 
     @torch.no_grad()
     def step(self) -> None:
-        """One Adam step of every parameter that has a gradient."""
+        """One Adam step of every parameter that has a gradient.
+
+        The parameters that start together share one step-count tensor, incremented once per
+        step (one small op instead of one per parameter; the counts are the same numbers); a
+        parameter that skips a step while others sharing its count go on gets a count of its
+        own first."""
+        with_grad = [p.grad is not None for p in self.params]
+        idle = {id(s[2]) for s, g in zip(self.state, with_grad) if s is not None and not g}
+        own: dict[int, torch.Tensor] = {}  # shared count -> the copy the stepping ones take
+        fresh: torch.Tensor | None = None  # the count of the parameters starting now
         params, grads, avgs, sqs, steps = [], [], [], [], []
         for i, p in enumerate(self.params):
             g = p.grad
@@ -69,11 +78,17 @@ class Adam:
                 continue
             s = self.state[i]
             if s is None:
+                if fresh is None:
+                    fresh = torch.zeros((), dtype=torch.float32, device=p.device)
                 s = self.state[i] = (
                     torch.zeros_like(p, memory_format=torch.preserve_format),
                     torch.zeros_like(p, memory_format=torch.preserve_format),
-                    torch.zeros((), dtype=torch.float32, device=p.device),
+                    fresh,
                 )
+            elif id(s[2]) in idle:
+                if id(s[2]) not in own:
+                    own[id(s[2])] = s[2].clone()
+                s = self.state[i] = (s[0], s[1], own[id(s[2])])
             params.append(p)
             grads.append(g)
             avgs.append(s[0])
@@ -81,7 +96,8 @@ class Adam:
             steps.append(s[2])
         if not params:
             return
-        torch._foreach_add_(steps, 1)
+        for count in {id(t): t for t in steps}.values():
+            count.add_(1)
         torch._fused_adam_(
             params,
             grads,

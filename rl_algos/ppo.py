@@ -299,9 +299,8 @@ class PPOLearner:
             {
                 "obs": b["obs"].reshape(n, *b["obs"].shape[2:]),
                 "actions": b["actions"].reshape(n, *b["actions"].shape[2:]),
-                "logp": b["logp"].reshape(n),
-                "adv": adv.reshape(n),
-                "ret": ret.reshape(n),
+                # one (3, n) array: a minibatch takes its rows of all three in one gather
+                "scalars": np.stack([b["logp"].reshape(n), adv.reshape(n), ret.reshape(n)]),
                 "perms": perms,
             },
             self.device,
@@ -317,37 +316,41 @@ class PPOLearner:
         if cfg.anneal_lr:
             self.opt.lr = frac * cfg.learning_rate
         clip = frac * cfg.clip_coef if cfg.anneal_clip else cfg.clip_coef
-        rows: list[torch.Tensor] = []
+        losses: list[torch.Tensor] = []
+        log_ratios: list[torch.Tensor] = []
         for epoch in range(cfg.update_epochs):
             for start in range(0, n, cfg.minibatch_size):
-                if rows and stop():
+                if losses and stop():
                     break
                 idx = d["perms"][epoch, start : start + cfg.minibatch_size]
-                rows.append(self._minibatch(d, idx, clip))
+                loss_row, log_ratio = self._minibatch(d, idx, clip)
+                losses.append(loss_row)
+                log_ratios.append(log_ratio)
         self.updates += 1
+        rows = torch.cat([torch.stack(losses), ratio_stats(log_ratios, clip)], dim=1)
         names = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
-        self.stats = dict(zip(names, mean_rows(torch.stack(rows))))
+        self.stats = dict(zip(names, mean_rows(rows)))
         return self.stats
 
-    def _minibatch(self, d: dict, idx: torch.Tensor, clip: float) -> torch.Tensor:
+    def _minibatch(
+        self, d: dict, idx: torch.Tensor, clip: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One Adam step on the transitions ``idx`` of the rollout ``d`` with the ratio
-        clipped to 1 +- ``clip``; returns its (5,) float32 statistics, left as a tensor so
-        that a whole update reads them back at once."""
+        clipped to 1 +- ``clip``. Returns its (3,) float32 policy loss, value loss and
+        entropy, and its (B,) float32 log-ratios (for :func:`ratio_stats`), both detached
+        and left as tensors so that a whole update reads them back at once."""
         cfg = self.cfg
-
-        def take(name: str) -> torch.Tensor:  # a plain copy of the rows idx
-            return d[name].index_select(0, idx)
-
-        out, value = self.net(take("obs"))
-        logp, entropy = self._logp_entropy(out, take("actions"))
-        log_ratio = logp - take("logp")
+        obs, actions = d["obs"].index_select(0, idx), d["actions"].index_select(0, idx)
+        old_logp, adv, ret = d["scalars"].index_select(1, idx)
+        out, value = self.net(obs)
+        logp, entropy = self._logp_entropy(out, actions)
+        log_ratio = logp - old_logp
         ratio = log_ratio.exp()
-        adv = take("adv")
         if cfg.norm_adv and len(idx) > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         neg_adv = -adv
         pg_loss = torch.max(neg_adv * ratio, neg_adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-        v_loss = 0.5 * F.mse_loss(value, take("ret"))
+        v_loss = 0.5 * F.mse_loss(value, ret)
         value_term = cfg.vf_coef * v_loss
         if cfg.ent_coef:
             loss = pg_loss - cfg.ent_coef * entropy + value_term
@@ -358,10 +361,7 @@ class PPOLearner:
         clip_grad_norm(self.opt.params, cfg.max_grad_norm)
         self.opt.step()
         with torch.no_grad():
-            excess = ratio - 1
-            kl = (excess - log_ratio).mean()
-            clipfrac = (excess.abs() > clip).float().mean()
-            return torch.stack([pg_loss, v_loss, entropy, kl, clipfrac])
+            return torch.stack([pg_loss, v_loss, entropy]), log_ratio.detach()
 
     def _logp_entropy(
         self, out: torch.Tensor, actions: torch.Tensor
@@ -374,6 +374,21 @@ class PPOLearner:
         logp_all = torch.log_softmax(out, dim=-1)
         logp = logp_all.gather(1, actions[:, None]).squeeze(1)
         return logp, -(logp_all.exp() * logp_all).sum(-1).mean()
+
+
+def ratio_stats(log_ratios: list[torch.Tensor], clip: float) -> torch.Tensor:
+    """The approximate KL divergence and the clip fraction of each minibatch, (K, 2) float32,
+    from its (B,) log-ratios log pi_new(a|s) - log pi_old(a|s): the KL estimate
+    mean((r - 1) - log r) (J. Schulman, "Approximating KL divergence", 2020, as CleanRL logs
+    it) and the fraction of ratios r outside 1 +- ``clip``. Minibatches of one size are
+    computed together, a few ops for all of them."""
+    if len({len(x) for x in log_ratios}) > 1:  # a short last minibatch: one at a time
+        return torch.cat([ratio_stats([x], clip) for x in log_ratios])
+    log_ratio = torch.stack(log_ratios)
+    excess = log_ratio.exp() - 1
+    kl = (excess - log_ratio).mean(1)
+    clipfrac = (excess.abs() > clip).float().mean(1)
+    return torch.stack([kl, clipfrac], dim=1)
 
 
 def mean_rows(rows: torch.Tensor) -> np.ndarray:

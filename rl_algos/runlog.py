@@ -17,18 +17,16 @@ back to them and goes on appending, so the file ends as the uninterrupted run's 
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import gc
 import os
 import shutil
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from types import ModuleType
 from typing import IO, Any
+
+from .plotter import draw
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
@@ -213,44 +211,8 @@ class EpisodeLog:
 
     def plot(self, png_path: str, title: str = "", target: float | None = None) -> str:
         """Write the learning curve (return per episode and its moving mean over ``window``,
-        against environment steps) as a PNG with matplotlib's Agg backend."""
-        with _collector_paused():
-            return self._plot(pyplot(), png_path, title, target)
-
-    def _plot(self, plt: ModuleType, png_path: str, title: str, target: float | None) -> str:
-        fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-        ax.plot(self.steps, self.returns, ".", ms=3, alpha=0.35, label="episode return")
-        if self.returns:
-            w, means = self.window, []
-            acc: deque[float] = deque(maxlen=self.window)
-            for r in self.returns:
-                acc.append(r)
-                means.append(sum(acc) / len(acc))
-            ax.plot(self.steps, means, "-", lw=2, label=f"mean of last {w}")
-        if target is not None:
-            ax.axhline(target, color="grey", ls="--", lw=1, label=f"target {target:g}")
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("return")
-        ax.set_title(title)
-        ax.legend(loc="lower right")
-        fig.tight_layout()
-        fig.savefig(png_path)
-        plt.close(fig)
-        return png_path
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection meanwhile: a figure makes enough objects to start a full
-    collection, which takes 0.2-0.3 s in a process with torch loaded (at a run's end, when
-    the user waits)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+        against environment steps) as a PNG (:func:`rl_algos.plotter.draw`)."""
+        return draw(self.steps, self.returns, self.window, png_path, title, target)
 
 
 def _line_file(path: str, mode: str) -> IO[str]:
@@ -285,14 +247,3 @@ def save_curve(log: EpisodeLog, png_path: str, title: str, target: float | None)
     (:class:`rl_algos.salvage.Salvage`)."""
     log.close()
     return log.plot(png_path, title, target)
-
-
-def pyplot() -> ModuleType:
-    """``matplotlib.pyplot`` on the Agg backend (imported on the first call, about half a
-    second: a logger imports it at start-up so that a stopped run draws its plot at once)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt

@@ -24,6 +24,8 @@ def _loss(net: torch.nn.Module, x: torch.Tensor, step: int) -> torch.Tensor:
     out = net(x)
     if step == 0:  # the last layer's bias gets no gradient at the first step
         return (net[0](x).tanh() @ net[2].weight.T).square().mean()
+    if step == 5:  # the first layer's bias skips a step that the others take
+        return ((x @ net[0].weight.T).tanh() @ net[2].weight.T + net[2].bias).square().mean()
     return out.square().mean() + out[:, 0].exp().mean()
 
 
@@ -49,14 +51,17 @@ def test_adam_and_clip_equal_torch_bit_for_bit():
         ref.step()
         for p, q in zip(ours_net.parameters(), torch_net.parameters()):
             assert torch.equal(p, q), f"step {step}"
-    # the moments and step counts too; the bias that started a step late counts one fewer
+    # the moments and step counts too; each bias (one started late, one skipped a step)
+    # counts one fewer than the weights, which share one count
     for p, state in zip(ref.param_groups[0]["params"], ours.state):
         assert state is not None
         avg, sq, count = state
         s = ref.state[p]
         assert torch.equal(avg, s["exp_avg"]) and torch.equal(sq, s["exp_avg_sq"])
         assert torch.equal(count, s["step"])
-    assert ours.state[-1][2].item() == 11
+    counts = [state[2] for state in ours.state if state is not None]
+    assert [c.item() for c in counts] == [12, 11, 12, 11]
+    assert counts[0] is counts[2] and counts[1] is not counts[3]
 
 
 def test_adam_refuses_bad_settings_and_clip_without_gradients():
