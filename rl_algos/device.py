@@ -9,13 +9,23 @@ count, so results do not depend on the machine's core count.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 
 _configured = False
+
+#: glibc's ``mallopt`` parameters (malloc.h) and the values :func:`keep_freed_memory` sets
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_MALLOC_SETTINGS = (
+    (_M_MMAP_THRESHOLD, 32 << 20),  # glibc's largest: blocks up to 32 MiB from the heap
+    (_M_TRIM_THRESHOLD, 1 << 30),  # free memory at the heap's top kept up to 1 GiB
+    (_M_TOP_PAD, 64 << 20),  # the heap grows by 64 MiB more than asked at a time
+)
 
 
 def configure_torch(threads: int = 1) -> None:
@@ -36,11 +46,30 @@ def configure_torch(threads: int = 1) -> None:
         torch.use_deterministic_algorithms(True)
     torch.set_num_threads(int(threads))
     if not _configured:
+        keep_freed_memory()
         try:
             torch.set_num_interop_threads(1)
         except RuntimeError:  # inter-op pool already started: its size can no longer change
             pass
         _configured = True
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc keep the memory this process frees for its next allocations
+    (``mallopt``: blocks up to 32 MiB from the heap rather than fresh ``mmap``s, and the heap's
+    free top kept up to 1 GiB). By default each large tensor (an Atari minibatch of 256 float
+    frames is 29 MB) gets new pages from the kernel and returns them when freed, so every
+    minibatch pays a page fault per 4 KiB it touches: on this machine a Pong update spent
+    ~18% of its time so. Returns whether the settings were made (False off glibc, where
+    nothing changes); never raises. Only speed depends on it, never a result."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return all(mallopt(param, value) == 1 for param, value in _MALLOC_SETTINGS)
 
 
 @contextlib.contextmanager

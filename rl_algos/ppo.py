@@ -306,6 +306,8 @@ class PPOLearner:
             self.device,
         )
         with torch_threads(cfg.update_threads):
+            if d["obs"].dim() == 4:  # frames: (n, C, H, W) stored as (n, H, W, C) once
+                d = {**d, "obs": d["obs"].permute(0, 2, 3, 1).contiguous()}
             return self._update(d, n, stop)
 
     def _update(self, d: dict[str, torch.Tensor], n: int, stop: Callable[[], bool]) -> dict:
@@ -341,6 +343,8 @@ class PPOLearner:
         and left as tensors so that a whole update reads them back at once."""
         cfg = self.cfg
         obs, actions = d["obs"].index_select(0, idx), d["actions"].index_select(0, idx)
+        if obs.dim() == 4:  # back to (B, C, H, W), channels-last in memory (NatureCNN's layout)
+            obs = obs.permute(0, 3, 1, 2)
         old_logp, adv, ret = d["scalars"].index_select(1, idx)
         out, value = self.net(obs)
         logp, entropy = self._logp_entropy(out, actions)
