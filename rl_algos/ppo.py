@@ -38,11 +38,13 @@ from .envs import EnvStep, concat_steps
 from .gae import compute_gae
 from .networks import (
     GaussianActorCritic,
+    NumpyActorCritic,
     Weights,
     actor_critic,
     export_weights,
     kind_of,
     load_weights,
+    numpy_actor_critic,
 )
 from .normalize import ObsStats
 from .optim import Adam, clip_grad_norm
@@ -90,6 +92,12 @@ class ActRecord:
 def never() -> bool:
     """The default ``stop`` of :meth:`PPOLearner.update`: never asked to stop."""
     return False
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax of each row of (B, A) float32 logits (shifted by the row's maximum)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
 def sample_categorical(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -148,14 +156,19 @@ class PPOActor:
         self.device = choose_device(device)
         self.threads = threads
         self.net: nn.Module | None = None
+        self.numpy_net: NumpyActorCritic | None = None
 
     def load(self, weights: Weights) -> None:
         """Replace the network's parameters with ``weights`` (a Weights)."""
         self.net = load_weights(weights, self.net).to(self.device)
+        self.numpy_net = numpy_actor_critic(weights) if self.device.type == "cpu" else None
 
     def act(self, obs: np.ndarray) -> ActRecord:
         if self.net is None:
             raise RuntimeError("PPOActor.act() before any weights were received")
+        if self.numpy_net is not None:  # MLPs on the CPU act in numpy
+            logits, values = self.numpy_net(obs)
+            return self._categorical(log_softmax(logits), values)
         with torch.inference_mode(), torch_threads(self.threads):
             if self.device.type == "cpu":
                 x = torch.as_tensor(obs)
@@ -167,6 +180,11 @@ class PPOActor:
                 actions, logp = sample_gaussian(out, self.net.log_std.cpu(), self.rng)
                 return ActRecord(actions, logp, values)
             logp_all = torch.log_softmax(out, dim=-1).numpy()
+        return self._categorical(logp_all, values)
+
+    def _categorical(self, logp_all: np.ndarray, values: np.ndarray) -> ActRecord:
+        """Actions drawn from the (B, A) log-probabilities, with their log-probabilities and
+        the (B,) values."""
         actions = sample_categorical(logp_all, self.rng)
         logp = np.take_along_axis(logp_all, actions[:, None], axis=1)[:, 0]
         return ActRecord(actions, logp.astype(np.float32), values)

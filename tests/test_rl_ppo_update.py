@@ -106,8 +106,9 @@ def test_an_update_runs_on_its_own_thread_count():
 
 def test_an_actor_acts_on_its_own_thread_count():
     """PPOActor's ``threads`` is torch's thread count during its forward pass only, and the
-    actions do not depend on it (the same draws, the same numbers)."""
-    group = EnvGroup("CartPole-v1", 8, np.random.default_rng(0))
+    actions do not depend on it (the same draws, the same numbers). (A Gaussian policy: an
+    MLP actor-critic on the CPU acts in numpy, below.)"""
+    group = EnvGroup("Pendulum-v1", 8, np.random.default_rng(0))
     learner = PPOLearner(
         PPOConfig(device="cpu"),
         group.observation_space,
@@ -127,3 +128,52 @@ def test_an_actor_acts_on_its_own_thread_count():
     assert seen == [1, before + 1] and torch.get_num_threads() == before
     for a, b in zip(vars(records[0]).values(), vars(records[1]).values()):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_an_mlp_policy_acts_in_numpy_with_the_networks_function(activation):
+    """On the CPU a PPOActor with an MLP actor-critic acts through NumpyActorCritic: the
+    torch network's logits and values to float32 rounding, log-probabilities that sum to 1,
+    and an actor that still pickles (checkpoints save it)."""
+    import pickle
+
+    from rl_algos.networks import export_weights, kind_of, numpy_actor_critic
+    from rl_algos.ppo import log_softmax
+
+    group = EnvGroup("CartPole-v1", 8, np.random.default_rng(0))
+    learner = PPOLearner(
+        PPOConfig(device="cpu", activation=activation, hidden=(32, 16)),
+        group.observation_space,
+        group.action_space,
+        np.random.default_rng(1),
+        3,
+    )
+    obs = group.reset().obs * 3  # spread the pre-activations over both signs
+    w = export_weights(learner.net, kind_of(learner.net))
+    logits, values = numpy_actor_critic(w)(obs)
+    with torch.no_grad():
+        ref_logits, ref_values = learner.net(torch.as_tensor(obs))
+    assert logits.dtype == values.dtype == np.float32 and values.shape == (8,)
+    np.testing.assert_allclose(logits, ref_logits.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values, ref_values.numpy(), rtol=1e-5, atol=1e-6)
+    actor = PPOActor(np.random.default_rng(2))
+    actor.load(learner.weights())
+    assert actor.numpy_net is not None
+    record = actor.act(obs)
+    np.testing.assert_allclose(record.values, ref_values.numpy(), rtol=1e-5, atol=1e-6)
+    expected = torch.log_softmax(ref_logits, -1).numpy()[np.arange(8), record.actions]
+    np.testing.assert_allclose(record.logp, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.exp(log_softmax(logits)).sum(1), 1.0, rtol=1e-6)
+    again = pickle.loads(pickle.dumps(actor))
+    assert np.array_equal(again.act(obs).values, record.values)
+
+
+def test_networks_other_than_an_mlp_actor_critic_act_in_torch():
+    from rl_algos.networks import export_weights, kind_of, numpy_actor_critic
+
+    for space in (gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Box(-1, 1, (3,))):
+        action_space = gym.spaces.Discrete(6) if space.dtype == np.uint8 else space
+        learner = PPOLearner(
+            PPOConfig(device="cpu"), space, action_space, np.random.default_rng(1), 3
+        )
+        assert numpy_actor_critic(export_weights(learner.net, kind_of(learner.net))) is None
