@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, Any
 
@@ -76,30 +77,36 @@ def stop() -> None:
         helper.stdout.close()  # type: ignore[union-attr]
 
 
-def draw(
-    steps: Sequence[int],
-    returns: Sequence[float],
-    window: int,
-    png_path: str,
-    title: str = "",
-    target: float | None = None,
-) -> str:
-    """Write the learning curve of episodes ending at environment steps ``steps`` with
-    ``returns`` (see :func:`draw_curve`) into ``png_path``, by the helper when there is one,
-    else in this process. Returns ``png_path``. Raises what matplotlib raises when drawn here
-    (e.g. OSError for an unwritable path)."""
+@dataclass(frozen=True)
+class Curve:
+    """A learning curve: the ``returns`` of the episodes that ended at environment steps
+    ``steps`` (same length), the moving mean of the last ``window`` of them, the ``target``
+    return (a dashed line, when given), the plot's ``title`` and the PNG file ``png_path``."""
+
+    steps: Sequence[int]
+    returns: Sequence[float]
+    window: int
+    png_path: str
+    title: str = ""
+    target: float | None = None
+
+
+def draw(curve: Curve) -> str:
+    """Write ``curve`` into its PNG file (see :func:`draw_curve`), by the helper when there
+    is one, else in this process. Returns the file's path. Raises what matplotlib raises
+    when drawn here (e.g. OSError for an unwritable path)."""
     request: dict[str, Any] = dict(
-        steps=[int(s) for s in steps],
-        returns=[float(r) for r in returns],
-        window=int(window),
-        png_path=os.path.abspath(png_path),
-        title=title,
-        target=None if target is None else float(target),
+        steps=[int(s) for s in curve.steps],
+        returns=[float(r) for r in curve.returns],
+        window=int(curve.window),
+        png_path=os.path.abspath(curve.png_path),
+        title=curve.title,
+        target=None if curve.target is None else float(curve.target),
     )
     if _by_helper(request):
-        return png_path
+        return curve.png_path
     with _collector_paused():
-        return draw_curve(pyplot(), **request)
+        return draw_curve(pyplot(), Curve(**request))
 
 
 def _by_helper(request: dict[str, Any]) -> bool:
@@ -124,19 +131,12 @@ def _by_helper(request: dict[str, Any]) -> bool:
     return False
 
 
-def draw_curve(
-    plt: ModuleType,
-    steps: Sequence[int],
-    returns: Sequence[float],
-    window: int,
-    png_path: str,
-    title: str = "",
-    target: float | None = None,
-) -> str:
-    """Draw with ``plt`` (pyplot) the return of each episode against the environment steps
-    at which it ended, the moving mean of the last ``window`` returns, and the ``target``
-    return as a dashed line (when given); save it as a 7x4 inch, 100 dpi PNG at
-    ``png_path``. Returns ``png_path``."""
+def draw_curve(plt: ModuleType, curve: Curve) -> str:
+    """Draw ``curve`` with ``plt`` (pyplot): the return of each episode against the
+    environment steps at which it ended, the moving mean of the last ``window`` returns, the
+    target return as a dashed line; save it as a 7x4 inch, 100 dpi PNG at its ``png_path``.
+    Returns that path."""
+    steps, returns, window, target = curve.steps, curve.returns, curve.window, curve.target
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     ax.plot(steps, returns, ".", ms=3, alpha=0.35, label="episode return")
     if returns:
@@ -150,12 +150,12 @@ def draw_curve(
         ax.axhline(target, color="grey", ls="--", lw=1, label=f"target {target:g}")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("return")
-    ax.set_title(title)
+    ax.set_title(curve.title)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(png_path)
+    fig.savefig(curve.png_path)
     plt.close(fig)
-    return png_path
+    return curve.png_path
 
 
 def pyplot() -> ModuleType:
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     plt = pyplot()
     for line in sys.stdin:
         try:
-            draw_curve(plt, **json.loads(line))
+            draw_curve(plt, Curve(**json.loads(line)))
             answer = "ok"
         except Exception as e:  # noqa: BLE001 - the parent draws it itself and reports
             answer = f"error {e!r}"

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from typing import IO, Any
 
-from .plotter import draw
+from .plotter import Curve, draw
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
@@ -212,7 +212,7 @@ class EpisodeLog:
     def plot(self, png_path: str, title: str = "", target: float | None = None) -> str:
         """Write the learning curve (return per episode and its moving mean over ``window``,
         against environment steps) as a PNG (:func:`rl_algos.plotter.draw`)."""
-        return draw(self.steps, self.returns, self.window, png_path, title, target)
+        return draw(Curve(self.steps, self.returns, self.window, png_path, title, target))
 
 
 def _line_file(path: str, mode: str) -> IO[str]:

@@ -14,7 +14,11 @@ from conftest import ROOT
 
 from rl_algos import plotter
 
-CURVE = dict(steps=[40, 90, 150, 230], returns=[12.0, 35.5, 9.25, 80.0], window=2)
+STEPS, RETURNS = [40, 90, 150, 230], [12.0, 35.5, 9.25, 80.0]
+
+
+def curve(png_path, **more) -> plotter.Curve:
+    return plotter.Curve(STEPS, RETURNS, 2, str(png_path), **more)
 
 
 @pytest.fixture
@@ -25,11 +29,11 @@ def no_helper():
 
 
 def test_the_helper_draws_the_same_png_as_this_process(tmp_path, no_helper):
-    here = plotter.draw(**CURVE, png_path=str(tmp_path / "here.png"), title="t", target=50.0)
+    here = plotter.draw(curve(tmp_path / "here.png", title="t", target=50.0))
     plotter.start()
     helper = plotter._helper
     assert helper is not None
-    there = plotter.draw(**CURVE, png_path=str(tmp_path / "there.png"), title="t", target=50.0)
+    there = plotter.draw(curve(tmp_path / "there.png", title="t", target=50.0))
     assert plotter._helper is helper and helper.poll() is None  # it drew, and waits for more
     assert open(here, "rb").read() == open(there, "rb").read()
     assert open(there, "rb").read()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -41,9 +45,9 @@ def test_a_request_the_helper_cannot_draw_is_drawn_here_and_raises_here(tmp_path
     plotter.start()
     missing = tmp_path / "no such dir" / "curve.png"
     with pytest.raises(OSError):
-        plotter.draw(**CURVE, png_path=str(missing))
+        plotter.draw(curve(missing))
     assert plotter._helper is not None and plotter._helper.poll() is None  # still usable
-    ok = plotter.draw(**CURVE, png_path=str(tmp_path / "curve.png"))
+    ok = plotter.draw(curve(tmp_path / "curve.png"))
     assert os.path.getsize(ok) > 0
 
 
@@ -53,7 +57,7 @@ def test_a_dead_helper_leaves_the_drawing_to_this_process(tmp_path, no_helper):
     assert helper is not None
     helper.kill()
     helper.wait()
-    png = plotter.draw(**CURVE, png_path=str(tmp_path / "curve.png"))
+    png = plotter.draw(curve(tmp_path / "curve.png"))
     assert open(png, "rb").read()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
