@@ -8,7 +8,8 @@ Two workloads:
   CartPole-v1 hyperparameters (8 environments, n_steps 32, batch 256, 20 epochs, gamma 0.98,
   GAE lambda 0.8, learning rate and clip range annealed linearly from 1e-3 and 0.2), and a
   second time with our program's own values (batch 64, 10 epochs, clip 0.2 constant), each
-  stopped by a callback at the same target. Every run is capped (``Caps``: environment steps
+  stopped by a callback at the same target; and TorchRL's PPO (``ClipPPOLoss``) with
+  rl-zoo3's values (:mod:`bench.torchrl_ppo`), checked against the target after each rollout. Every run is capped (``Caps``: environment steps
   and wall time); a capped run counts as not solved. Figure: the median over the seeds
   (a run not solved counts as longer than any solved one).
 - **Atari Pong PPO, steps per second of full training** (acting and learning) for a fixed
@@ -34,6 +35,7 @@ budget (1,024 steps) with one SB3 row: a few minutes.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -281,6 +283,21 @@ def peer_cartpole(seed: int, caps: Caps, variant: str, cwd: Path) -> Solve:
     return Solve(p.seconds, bool(r["solved"]), int(r["steps"]))
 
 
+def torchrl_cartpole(seed: int, caps: Caps, cwd: Path) -> Solve:
+    """One TorchRL run (:mod:`bench.torchrl_ppo`, rl-zoo3's values) capped at ``caps``.
+    RuntimeError when TorchRL is not installed (its row then says FAILED)."""
+    if importlib.util.find_spec("torchrl") is None:
+        raise RuntimeError("torchrl is not installed (pip install -e '.[bench]')")
+    cmd = [sys.executable, "-m", "bench.torchrl_ppo", str(seed), str(caps.steps)]
+    p = launch(cmd, cwd, caps.seconds, child_env())
+    if p.code is None:
+        return Solve(p.seconds, False)
+    if p.code != 0:
+        raise RuntimeError(f"TorchRL exited {p.code}: {last_lines(p.stderr)}")
+    r = p.result()
+    return Solve(p.seconds, bool(r["solved"]), int(r["steps"]))
+
+
 def median_time(runs: list[Solve]) -> tuple[float, str]:
     """The median wall time over ``runs`` (a run not solved counts as infinitely long) and a
     note with the solved count and each run's time and steps. RuntimeError (a failed row,
@@ -337,6 +354,7 @@ def cartpole_rows(caps: Caps, work: Path) -> list[Row]:
     sides = {"ours": ours, "zoo": lambda s: peer_cartpole(s, caps, "zoo", work)}
     if caps.every_peer:
         sides["ours_values"] = lambda s: peer_cartpole(s, caps, "ours", work)
+        sides["torchrl"] = lambda s: torchrl_cartpole(s, caps, work)
     runs = interleaved(sides, caps.seeds)
     t.ours(
         lambda: median_of(runs["ours"]),
@@ -354,6 +372,12 @@ def cartpole_rows(caps: Caps, work: Path) -> list[Row]:
             "Stable-Baselines3 PPO, our CartPolePPO's values",
             lambda: median_of(runs["ours_values"]),
             note="batch 64, 10 epochs, lr annealed, clip 0.2; DummyVecEnv; 1 torch thread",
+        )
+        t.peer(
+            "TorchRL PPO, rl-zoo3's CartPole values",
+            lambda: median_of(runs["torchrl"]),
+            note="ClipPPOLoss, GAE, a Collector over SerialEnv; target checked every "
+            "rollout; 1 torch thread (bench/torchrl_ppo.py)",
         )
     return t.rows
 
