@@ -40,7 +40,7 @@ from .output import Captured
 from .plan import Plan
 from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
-from .sync import ABORT, STATE, STATUS, STOP_ASKED, W_FAILED, W_FINISHED, Control, FdBell
+from .sync import ABORT, FAILS, STATE, STATUS, STOP_ASKED, W_FAILED, W_FINISHED, Control, FdBell
 from .target import DEFAULTS
 from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
 from .worker import Aborted
@@ -183,6 +183,8 @@ class ProcessTransport:
             status = ctl.cells[ctl.worker_base(w) + STATUS]
             bell.poll.unregister(fd)
             if status == W_FAILED or (status == W_FINISHED and p.exitcode == 0):
+                continue
+            if ctl.cells[FAILS]:  # another worker failed first: its report says why this one ended
                 continue
             raise WorkerDied(f"worker {w} {_death(p.exitcode)}", w)
 

@@ -59,9 +59,10 @@ def keep_freed_memory() -> bool:
     (``mallopt``: blocks up to 32 MiB from the heap rather than fresh ``mmap``s, and the heap's
     free top kept up to 1 GiB). By default each large tensor (an Atari minibatch of 256 float
     frames is 29 MB) gets new pages from the kernel and returns them when freed, so every
-    minibatch pays a page fault per 4 KiB it touches: on this machine a Pong update spent
-    ~18% of its time so. Returns whether the settings were made (False off glibc, where
-    nothing changes); never raises. Only speed depends on it, never a result."""
+    minibatch pays a page fault per 4 KiB it touches: on this machine a Pong update took
+    130-210k page faults and 1.14-1.25 s, against ~0 and 1.02-1.05 s with these settings.
+    Returns whether the settings were made (False off glibc, where nothing changes); never
+    raises. Only speed depends on it, never a result."""
     if not sys.platform.startswith("linux"):
         return False
     try:
