@@ -312,3 +312,40 @@ def test_interrupting_an_rl_run_is_said_at_once_and_ends_promptly(tmp_path):
     assert (runs[0] / "model.pt").stat().st_size > 0
     assert (runs[0] / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not _segments(p.pid)
+
+
+def test_a_worker_ending_after_another_failed_is_left_to_that_failure():
+    """The supervisor's check of the workers whose processes ended: one that exits (status
+    0) after another worker reported a failure is left to that report (the run ends with the
+    failure's status), while the same exit with no failure reported is a WorkerDied. (The
+    race behind a KeyboardInterrupt raised by a reaction ending with status 1 instead of 130
+    when the supervisor saw the other worker's exit first.)"""
+    from reactors.processes import ProcessTransport
+    from reactors.sync import FAILS, STATUS, W_FAILED, W_READY, Control
+    from reactors.transport import WorkerDied
+
+    class Ended:  # a worker process that exited with status 0
+        exitcode = 0
+
+        def join(self, timeout: float) -> None:
+            pass
+
+    class Bell:  # the supervisor's poll, where an ended worker's sentinel is unregistered
+        def __init__(self) -> None:
+            self.poll = self
+            self.gone: list[int] = []
+
+        def unregister(self, fd: int) -> None:
+            self.gone.append(fd)
+
+    ctl = Control(bytearray(Control.size(2, 0)), 2, 0)
+    transport = object.__new__(ProcessTransport)  # only the check: no processes, no segments
+    transport.control, transport.procs = ctl, [Ended(), Ended()]
+    ctl.cells[ctl.worker_base(0) + STATUS] = W_READY
+    with pytest.raises(WorkerDied, match="worker 0"):
+        transport._check_dead([7], {7: 0}, Bell())
+    ctl.cells[ctl.worker_base(1) + STATUS] = W_FAILED
+    ctl.cells[FAILS] = 1
+    bell = Bell()
+    transport._check_dead([7], {7: 0}, bell)
+    assert bell.gone == [7]
