@@ -274,13 +274,7 @@ def ours_cartpole(launcher: Path, seed: int, caps: Caps, cwd: Path) -> Solve:
 def peer_cartpole(seed: int, caps: Caps, variant: str, cwd: Path) -> Solve:
     """One SB3 run (``variant``: "zoo" or "ours" hyperparameters) capped at ``caps``."""
     cmd = sb3_child("cartpole", str(seed), str(caps.steps), variant)
-    p = launch(cmd, cwd, caps.seconds, child_env())
-    if p.code is None:
-        return Solve(p.seconds, False)
-    if p.code != 0:
-        raise RuntimeError(f"SB3 exited {p.code}: {last_lines(p.stderr)}")
-    r = p.result()
-    return Solve(p.seconds, bool(r["solved"]), int(r["steps"]))
+    return child_solve("SB3", cmd, caps, cwd)
 
 
 def torchrl_cartpole(seed: int, caps: Caps, cwd: Path) -> Solve:
@@ -289,11 +283,18 @@ def torchrl_cartpole(seed: int, caps: Caps, cwd: Path) -> Solve:
     if importlib.util.find_spec("torchrl") is None:
         raise RuntimeError("torchrl is not installed (pip install -e '.[bench]')")
     cmd = [sys.executable, "-m", "bench.torchrl_ppo", str(seed), str(caps.steps)]
+    return child_solve("TorchRL", cmd, caps, cwd)
+
+
+def child_solve(who: str, cmd: list[str], caps: Caps, cwd: Path) -> Solve:
+    """Run a peer's child process ``cmd`` (one that prints ``RESULT {"solved", "steps"}``)
+    capped at ``caps.seconds`` (killed: not solved). RuntimeError naming ``who`` with the
+    last lines of its stderr when it exits non-zero."""
     p = launch(cmd, cwd, caps.seconds, child_env())
     if p.code is None:
         return Solve(p.seconds, False)
     if p.code != 0:
-        raise RuntimeError(f"TorchRL exited {p.code}: {last_lines(p.stderr)}")
+        raise RuntimeError(f"{who} exited {p.code}: {last_lines(p.stderr)}")
     r = p.result()
     return Solve(p.seconds, bool(r["solved"]), int(r["steps"]))
 

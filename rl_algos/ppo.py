@@ -159,16 +159,19 @@ class PPOActor:
         self.numpy_net: NumpyActorCritic | None = None
 
     def load(self, weights: Weights) -> None:
-        """Replace the network's parameters with ``weights`` (a Weights)."""
-        self.net = load_weights(weights, self.net).to(self.device)
+        """Replace the network's parameters with ``weights`` (a Weights): an MLP
+        actor-critic on the CPU as a :class:`NumpyActorCritic`, any other as a torch
+        network (``net``) on the actor's device."""
         self.numpy_net = numpy_actor_critic(weights) if self.device.type == "cpu" else None
+        if self.numpy_net is None:
+            self.net = load_weights(weights, self.net).to(self.device)
 
     def act(self, obs: np.ndarray) -> ActRecord:
-        if self.net is None:
-            raise RuntimeError("PPOActor.act() before any weights were received")
         if self.numpy_net is not None:  # MLPs on the CPU act in numpy
             logits, values = self.numpy_net(obs)
             return self._categorical(log_softmax(logits), values)
+        if self.net is None:
+            raise RuntimeError("PPOActor.act() before any weights were received")
         with torch.inference_mode(), torch_threads(self.threads):
             if self.device.type == "cpu":
                 x = torch.as_tensor(obs)
