@@ -23,7 +23,7 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -87,6 +87,21 @@ class ActRecord:
     actions: np.ndarray
     logp: np.ndarray
     values: np.ndarray
+
+
+def concat_records(records: Sequence[ActRecord]) -> ActRecord:
+    """One ActRecord for several policy reactors (a bank, each acting on its own environment
+    reactors), their rows joined in the given order; a single record is returned as is.
+    ValueError for an empty sequence."""
+    if not records:
+        raise ValueError("concat_records() needs at least one ActRecord")
+    if len(records) == 1:
+        return records[0]
+    return ActRecord(
+        np.concatenate([r.actions for r in records]),
+        np.concatenate([r.logp for r in records]),
+        np.concatenate([r.values for r in records]),
+    )
 
 
 def never() -> bool:

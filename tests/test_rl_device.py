@@ -50,3 +50,22 @@ def test_keep_freed_memory_serves_large_blocks_from_the_heap():
 
     assert not first_block_in_heap("default")  # glibc's default: a fresh mmap
     assert first_block_in_heap("keep")
+
+
+CONFIGURE = textwrap.dedent(
+    """
+    import torch
+    from rl_algos.device import configure_torch
+    configure_torch(threads=1)
+    print(torch.are_deterministic_algorithms_enabled(),
+          torch.utils.deterministic.fill_uninitialized_memory,
+          torch.get_num_threads(), torch.get_num_interop_threads())
+    """
+)
+
+
+def test_configure_torch_is_deterministic_without_filling_new_tensors():
+    out = subprocess.run(
+        [sys.executable, "-c", CONFIGURE], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "False", "1", "1"]

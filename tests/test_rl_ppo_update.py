@@ -11,7 +11,14 @@ torch = pytest.importorskip("torch")
 gym = pytest.importorskip("gymnasium")
 
 from rl_algos.envs import EnvGroup  # noqa: E402
-from rl_algos.ppo import PPOActor, PPOConfig, PPOLearner, mean_rows  # noqa: E402
+from rl_algos.ppo import (  # noqa: E402
+    ActRecord,
+    PPOActor,
+    PPOConfig,
+    PPOLearner,
+    concat_records,
+    mean_rows,
+)
 
 THREADS: list[int] = []  # torch's thread count in each minibatch of learner_after_rollout
 
@@ -177,3 +184,15 @@ def test_networks_other_than_an_mlp_actor_critic_act_in_torch():
             PPOConfig(device="cpu"), space, action_space, np.random.default_rng(1), 3
         )
         assert numpy_actor_critic(export_weights(learner.net, kind_of(learner.net))) is None
+
+
+def test_records_of_a_policy_bank_join_in_member_order():
+    first = ActRecord(np.array([1, 2]), np.array([-0.5, -0.25], np.float32), np.zeros(2, np.float32))
+    second = ActRecord(np.array([0]), np.array([-1.0], np.float32), np.ones(1, np.float32))
+    joined = concat_records([first, second])
+    assert joined.actions.tolist() == [1, 2, 0]
+    assert joined.logp.tolist() == [-0.5, -0.25, -1.0] and joined.logp.dtype == np.float32
+    assert joined.values.tolist() == [0.0, 0.0, 1.0]
+    assert concat_records([first]) is first
+    with pytest.raises(ValueError):
+        concat_records([])
