@@ -187,7 +187,9 @@ def test_networks_other_than_an_mlp_actor_critic_act_in_torch():
 
 
 def test_records_of_a_policy_bank_join_in_member_order():
-    first = ActRecord(np.array([1, 2]), np.array([-0.5, -0.25], np.float32), np.zeros(2, np.float32))
+    first = ActRecord(
+        np.array([1, 2]), np.array([-0.5, -0.25], np.float32), np.zeros(2, np.float32)
+    )
     second = ActRecord(np.array([0]), np.array([-1.0], np.float32), np.ones(1, np.float32))
     joined = concat_records([first, second])
     assert joined.actions.tolist() == [1, 2, 0]
