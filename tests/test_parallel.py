@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -350,3 +351,42 @@ def test_digest_encoding_and_merge(tmp_path):
     trace.merge([str(p) for p in parts] + [str(tmp_path / "d.w2")], str(tmp_path / "d"))
     assert (tmp_path / "d").read_text() == "0 1 A.in h3\n0 1 A.out h2\n5 0 B.out h1\n"
     assert not any(p.exists() for p in parts)
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def _pids(stderr: str, what: str) -> set[int]:
+    """The process ids said after ``what`` (two workers' lines may interleave)."""
+    return {int(pid) for pid in re.findall(what + r" (\d+)", stderr)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_on_worker_processes_does_not_load_the_module_in_its_own(tmp_path, workers):
+    """On worker processes, the program's process only supervises: the module (and its
+    preambles' imports) loads in each worker, not there; on one worker it loads there."""
+    launcher = build(HERE / "parallel_fixtures" / "Loads.lf", tmp_path)
+    p = subprocess.Popen(
+        [str(launcher), "-w", str(workers)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    loaded, ran = _pids(err, "loaded in"), _pids(err, "ran in")
+    if workers == 1:
+        assert loaded == ran == {p.pid}
+    else:
+        assert len(ran) == 2 and p.pid not in ran, err
+        assert loaded == ran, "a worker ran reactions without loading the module, or the reverse"
+
+
+def test_a_run_that_needs_the_module_here_still_loads_it_first(tmp_path):
+    """--help and options in error take the usual path: the module loads, then the launcher
+    answers (here: the same message as without the early start)."""
+    launcher = build(HERE / "parallel_fixtures" / "Loads.lf", tmp_path)
+    p = run_program(launcher, "-w", "2", "--no-such-option")
+    assert p.returncode == 1 and "--no-such-option" in p.stderr
+    assert p.stderr.count("loaded in") == 1

@@ -1,0 +1,52 @@
+"""A multi-process run started before the generated module's own code loads.
+
+A program run on several worker processes (``-w 2`` or more, the ``processes`` backend) needs
+nothing of its module in its own process: the supervisor starts the workers, each of which
+loads the module itself (spawn runs it as ``__mp_main__``), and waits for the run's end. The
+generated module therefore calls :func:`run_before_import` before its preambles: when the run
+is such a run, the program's process supervises it without running the preambles' imports
+(torch alone takes ~1 s here, which the workers' own imports would otherwise wait for), and
+the module ends the process with the run's status. Any other run, and any option the
+launcher would refuse, goes the usual way: the module loads, then ``main()`` runs it (and
+reports the problem).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import types
+from collections.abc import Sequence
+
+from .errors import LaunchError
+from .plan import workers_for
+from .program import Program
+
+
+def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | None:
+    """Run the program of the generated module at ``path`` (its ``BUILD_ID`` ``build_id``)
+    with the options ``argv`` on worker processes, without loading the module here; returns
+    the exit status, or None when this run needs the module in this process (one worker,
+    ``-w 0``, threads, a cluster, a replay or a resume, ``--help``, options in error, or a
+    graph.json that cannot be read). Never raises for those: the usual path reports them."""
+    from . import launch
+
+    graph_path = os.path.join(os.path.dirname(os.path.abspath(path)), "graph.json")
+    try:
+        graph = Program.load(graph_path)
+        opts = launch.parse_options(list(argv), graph.target, graph.main_parameters)
+    except (LaunchError, ValueError, OSError):
+        return None
+    if opts.help or opts.cluster or opts.replay or opts.resume or opts.workers < 2:
+        return None
+    if workers_for(graph, opts.workers) < 2:
+        return None
+    from .parallel import default_backend
+
+    if (opts.backend or default_backend()) != "processes":
+        return None
+    stand_in = types.ModuleType("__main__")  # what the supervisor reads: path, name, build
+    stand_in.__file__ = os.path.abspath(path)
+    stand_in.BUILD_ID = build_id  # type: ignore[attr-defined]
+    gc.enable()  # the module turned it off for its imports, which do not happen here
+    return launch.main(stand_in, graph_path, list(argv))
