@@ -384,8 +384,8 @@ def test_a_run_on_worker_processes_does_not_load_the_module_in_its_own(tmp_path,
 
 
 def test_a_run_that_needs_the_module_here_still_loads_it_first(tmp_path):
-    """--help and options in error take the usual path: the module loads, then the launcher
-    answers (here: the same message as without the early start)."""
+    """Options in error take the usual path on worker processes too: the module loads in
+    the program's process, then the launcher refuses them, as on one worker."""
     launcher = build(HERE / "parallel_fixtures" / "Loads.lf", tmp_path)
     p = run_program(launcher, "-w", "2", "--no-such-option")
     assert p.returncode == 1 and "--no-such-option" in p.stderr
