@@ -9,9 +9,10 @@ Two workloads:
   GAE lambda 0.8, learning rate and clip range annealed linearly from 1e-3 and 0.2), and a
   second time with our program's own values (batch 64, 10 epochs, clip 0.2 constant), each
   stopped by a callback at the same target; and TorchRL's PPO (``ClipPPOLoss``) with
-  rl-zoo3's values (:mod:`bench.torchrl_ppo`), checked against the target after each rollout. Every run is capped (``Caps``: environment steps
-  and wall time); a capped run counts as not solved. Figure: the median over the seeds
-  (a run not solved counts as longer than any solved one).
+  rl-zoo3's values (:mod:`bench.torchrl_ppo`), checked against the target after each
+  rollout. Every run is capped (``Caps``: environment steps and wall time); a capped run
+  counts as not solved. Figure: the median over the seeds (a run not solved counts as
+  longer than any solved one).
 - **Atari Pong PPO, steps per second of full training** (acting and learning) for a fixed
   budget: ours is ``bin/AtariPPO --max_steps N`` on 1 and on 2 workers; the peers are SB3's
   ``PPO("CnnPolicy")`` on ``make_atari_env`` (its Atari wrappers: no-op starts, frame skip 4

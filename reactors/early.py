@@ -20,7 +20,6 @@ from collections.abc import Sequence
 
 from .errors import LaunchError
 from .plan import workers_for
-from .program import Program
 
 
 def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | None:
@@ -31,9 +30,12 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
     graph.json that cannot be read). Never raises for those: the usual path reports them."""
     from . import launch
 
-    graph_path = os.path.join(os.path.dirname(os.path.abspath(path)), "graph.json")
+    stand_in = types.ModuleType("__main__")  # what the supervisor reads: path, name, build
+    stand_in.__file__ = os.path.abspath(path)
+    stand_in.BUILD_ID = build_id  # type: ignore[attr-defined]
+    graph_path = os.path.join(os.path.dirname(stand_in.__file__), "graph.json")
     try:
-        graph = Program.load(graph_path)
+        graph = launch.load_program(stand_in, graph_path)
         opts = launch.parse_options(list(argv), graph.target, graph.main_parameters)
     except (LaunchError, ValueError, OSError):
         return None
@@ -45,8 +47,5 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
 
     if (opts.backend or default_backend()) != "processes":
         return None
-    stand_in = types.ModuleType("__main__")  # what the supervisor reads: path, name, build
-    stand_in.__file__ = os.path.abspath(path)
-    stand_in.BUILD_ID = build_id  # type: ignore[attr-defined]
     gc.enable()  # the module turned it off for its imports, which do not happen here
-    return launch.main(stand_in, graph_path, list(argv))
+    return launch.run_graph(stand_in, graph, list(argv))

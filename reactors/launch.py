@@ -325,26 +325,29 @@ def main(module: ModuleType | str, graph_path: str, argv: Sequence[str] | None =
     if isinstance(module, str):
         module = importlib.import_module(module)
     try:
-        program = Program.load(graph_path)
-        _check_build(module, program, graph_path)
+        program = load_program(module, graph_path)
     except LaunchError as e:
         sys.stderr.write(f"ERROR: {e}\n")
         return 1
     return run_graph(module, program, _program_args(argv))
 
 
-def _check_build(module: ModuleType, program: Program, graph_path: str) -> None:
-    """Refuse a module and a graph.json written by two different builds.
+def load_program(module: ModuleType, graph_path: str) -> Program:
+    """The program of ``graph_path`` (graph.json), refused when ``module`` (its
+    ``BUILD_ID``) and the file were written by two different builds.
 
     Raises:
-        GraphError: their build ids differ (the message says to rebuild).
+        GraphError: the file cannot be read, is malformed (see :meth:`Program.load`), or
+            comes from another build than the module (the message says to rebuild).
     """
+    program = Program.load(graph_path)
     module_id = getattr(module, "BUILD_ID", "")
     if program.build_id and module_id != program.build_id:
         raise GraphError(
             f"{graph_path}: written by another build than {getattr(module, '__file__', module)} "
             f"(build id {program.build_id!r} != {module_id!r}); rebuild the program with lfc"
         )
+    return program
 
 
 def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> int:

@@ -33,20 +33,21 @@ FIRST_BLOCK = textwrap.dedent(
 )
 
 
+def fresh_process(code: str, *args: str) -> str:
+    """The standard output of ``code`` run by a new Python process with ``args``."""
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
 @pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
     reason="glibc's malloc only",
 )
 def test_keep_freed_memory_serves_large_blocks_from_the_heap():
     def first_block_in_heap(mode: str) -> bool:
-        out = subprocess.run(
-            [sys.executable, "-c", FIRST_BLOCK, mode],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip() == "True"
+        return fresh_process(FIRST_BLOCK, mode).strip() == "True"
 
     assert not first_block_in_heap("default")  # glibc's default: a fresh mmap
     assert first_block_in_heap("keep")
@@ -65,7 +66,4 @@ CONFIGURE = textwrap.dedent(
 
 
 def test_configure_torch_is_deterministic_without_filling_new_tensors():
-    out = subprocess.run(
-        [sys.executable, "-c", CONFIGURE], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["True", "False", "1", "1"]
+    assert fresh_process(CONFIGURE).split() == ["True", "False", "1", "1"]
