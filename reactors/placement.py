@@ -17,7 +17,12 @@ Rules, in order:
    on worker ``(s + i) mod W`` where ``s`` is the least-loaded worker when the bank is placed.
 4. The other groups, heaviest first (weight = number of reactions; ties by lowest instance
    id), go to the least-loaded worker (ties: lowest worker index), so heavy groups end up
-   apart.
+   apart; except that a group that exchanges values with members of banks (a hub that
+   steps a bank of environments and gathers their results) goes to the worker that holds
+   the most of the channels between them (ties: the least loaded), so that when a bank
+   does not divide evenly the hub sits with the larger share and fewer values cross
+   workers. Channels written only at the start or stop tag
+   (:func:`reactors.topology.at_edges_only`) do not count.
 5. Instances without reactions follow their parent (worker 0 for the main reactor).
 """
 
@@ -116,6 +121,26 @@ def _banks(reactors: tuple[ReactorInstance, ...], leads: list[int]) -> list[list
     return [sorted(m, key=lambda g: reactors[g].bank_index) for m in banks.values()]
 
 
+def _bank_channels(
+    program: Program, group: list[int], reactors: tuple[ReactorInstance, ...]
+) -> dict[int, dict[int, int]]:
+    """``talk[g][m]``: how many root channels group ``g`` shares with the group ``m`` of a
+    bank member (one writes, the other reads), counting only channels exchanged at every tag
+    (not those written only by ``startup``/``shutdown`` reactions)."""
+    acc = access(program)
+    talk: dict[int, dict[int, int]] = {}
+    for root, wranks in acc.writes.items():
+        if all(acc.edge[r] for r in wranks):
+            continue
+        ends = {group[acc.reactor[r]] for r in wranks}
+        ends |= {group[acc.reactor[r]] for r in acc.reads.get(root, ())}
+        members = {g for g in ends if reactors[g].bank_width > 1}
+        for g in ends:
+            for m in members - {g}:
+                talk.setdefault(g, {})[m] = talk.get(g, {}).get(m, 0) + 1
+    return talk
+
+
 def max_parallel(program: Program) -> int:
     """How many reactions can ever run at once: the most groups with a reaction at one level."""
     group = groups(program)
@@ -182,8 +207,14 @@ def place(program: Program, workers: int) -> list[int]:
             w = (start + reactors[g].bank_index) % workers
             at[g] = w
             load[w] += weight[g]
+    talk = _bank_channels(program, group, reactors)
     for g in sorted((g for g in weight if g not in at), key=lambda g: (-weight[g], g)):
-        w = min(range(workers), key=lambda k: (load[k], k))
+        held = [0] * workers  # channels to bank members placed on each worker
+        for partner, n in talk.get(g, {}).items():
+            if partner in at:
+                held[at[partner]] += n
+        most = max(held)
+        w = min((k for k in range(workers) if held[k] == most), key=lambda k: (load[k], k))
         at[g] = w
         load[w] += weight[g]
     out: list[int] = []

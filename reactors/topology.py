@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .program import ChannelKey, ChannelsArg, PortKey, PortRef, Program, ReactionSpec, Ref
+from .program import (
+    Builtin,
+    BuiltinTrigger,
+    ChannelKey,
+    ChannelsArg,
+    PortKey,
+    PortRef,
+    Program,
+    ReactionSpec,
+    Ref,
+)
 
 
 def order(program: Program) -> list[ReactionSpec]:
@@ -66,13 +76,35 @@ class Access:
     """Which reactions (by rank) write and read each root channel.
 
     ``writes[root]`` / ``reads[root]``: sets of ranks; ``reactor[rank]``: the reactor id of a
-    reaction; ``level[rank]``: its level.
+    reaction; ``level[rank]``: its level; ``edge[rank]``: whether it can run only at the first
+    tag or the stop tag (:func:`at_edges_only`).
     """
 
     writes: dict = field(default_factory=dict)
     reads: dict = field(default_factory=dict)
     reactor: list = field(default_factory=list)
     level: list = field(default_factory=list)
+    edge: list = field(default_factory=list)
+
+
+_EDGES = (Builtin.STARTUP, Builtin.SHUTDOWN)
+
+
+def at_edges_only(program: Program, rx: ReactionSpec) -> bool:
+    """Whether reaction ``rx`` runs only at the start tag or the stop tag: triggered by
+    ``startup`` and/or ``shutdown`` alone, outside every mode (a mode's ``startup`` reactions
+    run again when the mode is entered with a reset, spec §3.12)."""
+    if not rx.triggers or rx.mode is not None:
+        return False
+    if not all(isinstance(t, BuiltinTrigger) and t.kind in _EDGES for t in rx.triggers):
+        return False
+    i: int | None = rx.reactor
+    while i is not None:
+        inst = program.reactors[i]
+        if inst.mode is not None:
+            return False
+        i = inst.parent
+    return True
 
 
 def access(program: Program) -> Access:
@@ -82,6 +114,7 @@ def access(program: Program) -> Access:
     for rank, rx in enumerate(order(program)):
         acc.reactor.append(rx.reactor)
         acc.level.append(rx.level)
+        acc.edge.append(at_edges_only(program, rx))
         src_arg: tuple[ChannelKey, ...] = ()
         dst_arg: tuple[ChannelKey, ...] = ()
         for a in rx.args:
@@ -104,7 +137,9 @@ class Crossing:
     ``index``: position in the program's sorted list of crossings (names its shared memory);
     ``root``: the root channel key; ``writer``: the writing worker; ``readers``: the other
     workers that read it (sorted); ``last_write``: the highest rank that writes it;
-    ``first_read``: reader worker -> the lowest rank there that reads it.
+    ``first_read``: reader worker -> the lowest rank there that reads it; ``edge``: every
+    reaction that writes it runs only at the start or stop tag, so it can be present only
+    there and is not exchanged at the tags between (e.g. what a ``startup`` reaction reports).
     """
 
     index: int
@@ -113,6 +148,7 @@ class Crossing:
     readers: tuple
     last_write: int
     first_read: dict
+    edge: bool = False
 
 
 def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
@@ -133,7 +169,8 @@ def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
             if v != w:
                 first[v] = min(first.get(v, r), r)
         if first:
-            out.append(Crossing(len(out), root, w, tuple(sorted(first)), max(wranks), first))
+            edge = all(acc.edge[r] for r in wranks)
+            out.append(Crossing(len(out), root, w, tuple(sorted(first)), max(wranks), first, edge))
     return out
 
 
@@ -150,7 +187,8 @@ class Batch:
     ``index``: position in the program's list of batches (its control cell); ``writer``: the
     writing worker; ``members``: the crossings' indices; ``last_write``: the highest rank that
     writes any of them (the batch is published once the writer's reactions up to it ran);
-    ``first_read``: reader worker -> the lowest rank there that reads any of them.
+    ``first_read``: reader worker -> the lowest rank there that reads any of them; ``edge``:
+    its crossings are exchanged only at the start and stop tags (:attr:`Crossing.edge`).
     """
 
     index: int
@@ -158,6 +196,7 @@ class Batch:
     members: tuple[int, ...]
     last_write: int
     first_read: dict
+    edge: bool = False
 
     @property
     def readers(self) -> tuple[int, ...]:
@@ -168,7 +207,8 @@ class Batch:
 def batches(found: list[Crossing], level: list[int]) -> list[Batch]:
     """The crossings grouped into batches: per writer, in order of ``last_write``, a crossing
     joins the current batch when its last writer has the batch's level (``level[rank]``) and
-    it is written before every read of the batch's crossings. Publishing a batch after its
+    it is written before every read of the batch's crossings, and it is exchanged at the same
+    tags (:attr:`Crossing.edge`). Publishing a batch after its
     highest writing rank thus delays no reader past its first reading rank: the ranks between
     a batch's writes belong to one level, whose reactions do not read each other's outputs.
     """
@@ -181,6 +221,7 @@ def batches(found: list[Crossing], level: list[int]) -> list[Batch]:
         for c in sorted(by_writer[w], key=lambda c: (c.last_write, c.index)):
             if group and (
                 level[c.last_write] != level[group[0].last_write]
+                or c.edge != group[0].edge
                 or c.last_write >= min(min(g.first_read.values()) for g in group)
                 or len(group) >= BATCH_MAX
             ):
@@ -198,7 +239,7 @@ def _batch(index: int, writer: int, group: list[Crossing]) -> Batch:
         for v, r in c.first_read.items():
             first[v] = min(first.get(v, r), r)
     members = tuple(c.index for c in group)
-    return Batch(index, writer, members, max(c.last_write for c in group), first)
+    return Batch(index, writer, members, max(c.last_write for c in group), first, group[0].edge)
 
 
 def ancestors(program: Program, ids: Iterable[int]) -> set[int]:

@@ -94,7 +94,9 @@ class Link:
     the batch, reader)], batch cell)]`` and the crossings as ``outgoing`` ``[(last writing
     rank, writer, batch cell, position in the batch, reader workers)]``,
     ``output``: ``(Captured, (OutputPort, (writer of even tags, writer of odd tags)))``, its
-    reactions' stdout and how it is sent, and ``free``: whether the run is free-running."""
+    reactions' stdout and how it is sent, ``free``: whether the run is free-running, and
+    ``edge``: the cells of the batches exchanged only at the start and stop tags
+    (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out."""
 
     def __init__(
         self,
@@ -107,12 +109,16 @@ class Link:
         outgoing: Iterable[tuple[int, ChannelWriter, int, int, tuple[int, ...]]],
         output: tuple[Captured, tuple[OutputPort, tuple[ChannelWriter, ChannelWriter]]],
         free: bool = False,
+        edge: Iterable[int] = (),
     ):
         self.ctl, self.me, self.bells = ctl, me, bells
         self.free = free
         self.spin_ns, self.idle = spin_ns, idle
         self.incoming = sorted(incoming, key=lambda x: x[0])
         self.outgoing = sorted(outgoing, key=lambda x: (x[0], x[2], x[3]))
+        edge = set(edge)
+        self.steady_in = [x for x in self.incoming if x[2] not in edge]
+        self.steady_out = [x for x in self.outgoing if x[2] not in edge]
         self.captured, self.output = output
 
 
@@ -181,6 +187,10 @@ class WorkerScheduler(Scheduler):
         ctl = link.ctl
         self.peers = [w for w in range(ctl.workers) if w != self.me]
         self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
+        # the workers that read crossings written here, with their first cell
+        self.readers = [
+            (w, ctl.worker_base(w)) for w in sorted({w for x in link.outgoing for w in x[4]})
+        ]
         self.report_cells = [
             [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
         ]
@@ -418,10 +428,14 @@ class WorkerScheduler(Scheduler):
         rq, table, cells = self.rq, self.table, self.cells
         link = self.link
         captured = self.captured
-        inc, out = link.incoming, link.outgoing
+        seq = self.seq
+        engine = self.engine
+        if seq == 0 or (engine.time == engine.stop_time and engine.micro == engine.stop_micro):
+            inc, out = link.incoming, link.outgoing
+        else:  # no startup or shutdown reaction runs: what only they write is absent
+            inc, out = link.steady_in, link.steady_out
         ni, no = len(inc), len(out)
         i = j = 0
-        seq = self.seq
         pop = heappop
         last = -1
         try:
@@ -430,7 +444,7 @@ class WorkerScheduler(Scheduler):
                 k = inc[i][0] if i < ni else _END
                 if j < no and out[j][0] < min(r, k):
                     # after the tag's last reaction the worker's DONE sends what it published
-                    j = self._publish(j, min(r, k), seq, r != _END or k != _END)
+                    j = self._publish(out, j, min(r, k), seq, r != _END or k != _END)
                 if k <= r and k != _END:
                     self._receive(inc[i], seq)
                     i += 1
@@ -452,26 +466,30 @@ class WorkerScheduler(Scheduler):
                 self.failed = self.program.reactions[last]
             raise
 
-    def _publish(self, j: int, bound: int, seq: int, flush: bool) -> int:
-        """Publish outgoing crossings ``j..`` whose last writer rank is below ``bound``, each
+    def _publish(self, out: list, j: int, bound: int, seq: int, flush: bool) -> int:
+        """Publish the crossings ``out[j:]`` whose last writer rank is below ``bound``, each
         counted in its batch's cell; wake their sleeping readers; ``flush``: make them
         visible to other nodes now, not with the next sent cell. Returns the next index."""
-        out = self.link.outgoing
-        cells = self.link.ctl.cells
-        woken: dict[int, list[int]] = {}  # reader worker -> the batch cells written for it
+        link = self.link
+        ctl = link.ctl
+        cells = ctl.cells
         base = seq * BATCH_SEQ
-        while j < len(out) and out[j][0] < bound:
-            _, writer, cell, pos, readers = out[j]
+        first, n = j, len(out)
+        while j < n:
+            last, writer, cell, pos, _ = out[j]
+            if last >= bound:
+                break
             writer.publish(seq)
             cells[cell] = base + pos
-            for w in readers:
-                woken.setdefault(w, []).append(cell)
             j += 1
-        ctl, bells = self.link.ctl, self.link.bells
         if flush:
             ctl.flush()  # across nodes: the publications go in one send
-        for w, published in woken.items():
-            ring_if_waiting(self.cells, ctl.worker_base(w), bells[w], published)
+        local = self.cells
+        for w, at in self.readers:
+            if local[at + SLEEP]:  # rare: a reader that waits long enough to sleep
+                published = [x[2] for x in out[first:j] if w in x[4]]
+                if published:
+                    ring_if_waiting(local, at, link.bells[w], published)
         return j
 
     def _receive(self, batch: tuple[int, list[tuple[int, ChannelReader]], int], seq: int) -> None:

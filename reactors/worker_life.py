@@ -156,9 +156,12 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
     channels = end.channels
     ctl = end.ctl
     incoming, outgoing = [], []
+    edge = set()
     for b in plan.batches:
         members = [plan.crossings[i] for i in b.members]
         cell = ctl.batch_cell(b.index)
+        if b.edge:
+            edge.add(cell)
         if b.writer == me:
             for pos, c in enumerate(members, 1):
                 writer = channels.writer(c.index, c.readers, roots[c.root])
@@ -176,7 +179,9 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
         channels.writer(plan.output_channel(me, 1), (), port),
     )
     output = (captured, (port, sends))
-    return Link(end.ctl, me, end.bells, end.spin_ns, end.idle, incoming, outgoing, output, free)
+    return Link(
+        end.ctl, me, end.bells, end.spin_ns, end.idle, incoming, outgoing, output, free, edge
+    )
 
 
 def _coordinator(plan: Plan, end: Endpoint, opts: Any, log: Log, captured: Captured) -> Coordinator:

@@ -9,10 +9,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, build, run_digest
+from conftest import ROOT, build, run_digest, same_on_any_workers
 
 from reactors import costs, shm
 from reactors.codec import Packer, Unpacker
+from reactors.placement import place
 from reactors.plan import free_running, make_plan
 from reactors.port import Port
 from reactors.program import Program
@@ -20,6 +21,7 @@ from reactors.sync import C_PACK, Contention, Control
 from reactors.topology import Crossing, batches
 
 BENCH = ROOT / "lf_src" / "bench"
+EDGES = ROOT / "tests" / "parallel_fixtures" / "Edges.lf"
 
 # --------------------------------------------------------------------------- the codec
 
@@ -172,6 +174,44 @@ def test_an_env_bank_on_two_workers_sends_one_batch_per_direction(envbank):
     assert len(plan.crossings) > 2
     assert len(plan.batches) == 2  # the step out, the observations and results back
     assert sorted(len(b.members) for b in plan.batches) == [1, len(plan.crossings) - 1]
+
+
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory):
+    out = tmp_path_factory.mktemp("edges")
+    launcher = build(EDGES, out)
+    return launcher, Program.load(str(out / "src-gen" / "Edges" / "graph.json"))
+
+
+def test_startup_and_shutdown_outputs_cross_in_batches_of_their_own(edges):
+    _, graph = edges
+    plan = make_plan(graph, 2)
+    by_port = {plan.crossings[i].root[1]: b.edge for b in plan.batches for i in b.members}
+    # the hub's step and the environments' obs cross at every tag; hello (startup) and bye
+    # (shutdown) only at the first and the stop tag
+    assert by_port == {"step": False, "obs": False, "hello": True, "bye": True}
+    for b in plan.batches:
+        assert len({plan.crossings[i].edge for i in b.members}) == 1
+
+
+def test_values_of_the_start_and_stop_tags_arrive_on_any_workers(edges):
+    launcher, _ = edges
+    ref, ref_digest = run_digest(launcher, "w1", "-w", "1")
+    assert ref.returncode == 0, ref.stderr
+    lines = ref.stdout.splitlines()
+    assert lines[0] == "hello [100, 101, 102]"
+    assert lines[-1] == "bye [-21, -42, -63]"
+    assert len([x for x in lines if x.startswith("obs ")]) == 6
+    same_on_any_workers(launcher, ref, ref_digest, None)
+
+
+def test_a_hub_sits_with_the_larger_share_of_an_odd_bank(edges):
+    _, graph = edges
+    at = place(graph, 2)
+    worker = {r.name: at[r.id] for r in graph.reactors}
+    hub = worker["Edges.hub"]
+    envs = [worker[f"Edges.envs[{i}]"] for i in range(3)]
+    assert envs.count(hub) == 2 and len(set(envs)) == 2  # dealt 2 and 1, the hub with the 2
 
 
 def test_free_running_needs_fast_and_no_physical_time(envbank):
