@@ -314,11 +314,25 @@ def _write_json(path: str, data: Any, indent: int | None = None) -> bool:
         return False
 
 
-def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = False) -> Choice:
+def share(workers: int, cores: int, others: int) -> int:
+    """How many times slower a tag on ``workers`` workers runs while ``others`` other tasks
+    want a core (of ``cores``): 1 while every task has a core; otherwise, for more than one
+    worker, the tasks per core rounded up, since the tag waits for its slowest worker and the
+    kernel runs each core's tasks in turn. A lone worker keeps its pace: measured on this
+    2-core machine, 8 environments of ~132 us per tag took 1,067 us on one worker quiet and
+    1,070-1,100 us with one or two busy processes, but 1,240-1,380 us on two workers (600 us
+    quiet), the 2x this gives."""
+    if workers + others <= cores or workers == 1:
+        return 1
+    return -(-(workers + others) // cores)
+
+
+def choose(graph: Program, profile: Profile | None, cores: int, others: int = 0) -> Choice:
     """The worker count for ``-w 0``: with a ``profile``, the fastest predicted count up to
     ``cores`` and the program's parallelism (one unless more are :data:`GAIN` faster);
-    without a usable one, one worker, which measures (``measure``). ``busy``: the cores
-    are busy with other tasks now (wake-ups are slower)."""
+    without a usable one, one worker, which measures (``measure``). ``others``: how many
+    other tasks want a core now; a count that leaves a worker without a core of its own is
+    predicted with slower wake-ups (:data:`BUSY_WAKE_NS`) and :func:`share`."""
     costs = profile.per_rank(graph) if profile is not None else None
     if costs is None:
         why = (
@@ -328,15 +342,18 @@ def choose(graph: Program, profile: Profile | None, cores: int, busy: bool = Fal
         )
         return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs", True)
     top = max(1, min(cores, max_parallel(graph)))
-    wake = BUSY_WAKE_NS if busy else WAKE_NS
     predicted = {1: predict(graph, costs, 1)}
     placements: dict[int, list[int]] = {}
     for w in range(2, top + 1):
+        wake = BUSY_WAKE_NS if w + others > cores else WAKE_NS
         placements[w], predicted[w] = refine(graph, costs, w, wake)
+        predicted[w] *= share(w, cores, others)
     best = min(predicted, key=lambda w: (predicted[w], w))
     if best > 1 and predicted[best] * GAIN > predicted[1]:
         best = 1
     shown = ", ".join(f"{w} worker(s) {predicted[w] / 1000:.1f} us" for w in predicted)
+    if others:
+        shown += f" ({others} other task(s) wanting a core of {cores})"
     placement = tuple(placements[best]) if best > 1 else None
     return Choice(
         best, predicted, f"predicted time per tag: {shown}; chose {best}", False, placement

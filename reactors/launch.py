@@ -473,7 +473,7 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
 
     folder = os.path.dirname(os.path.abspath(module.__file__ or "."))
     path = os.path.join(folder, PROFILE)
-    choice = choose(graph, Profile.load(path), CONTENTION.cores, busy=CONTENTION.busy_now())
+    choice = choose(graph, Profile.load(path), CONTENTION.cores, others=CONTENTION.others_now())
     explain(os.path.join(folder, GRAPH_FILE), choice)
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")

@@ -267,6 +267,7 @@ def ring_if_waiting(cells: memoryview, base: int, bell: Waker, published: list[i
 
 
 _SLICE_MIN_S, _SLICE_MAX_S = 0.001, 0.05
+LOADAVG_ENV = "REACTORS_LOADAVG"
 
 
 class Contention:
@@ -276,7 +277,8 @@ class Contention:
     (the worker it waits for included) are at least as many as the machine's cores, a long
     spin only takes CPU time from them, so the waiter blocks soon; the kernel wakes a blocked
     waiter quickly, since it slept. Sampled from the running-task count of ``/proc/loadavg``
-    at most every ``period_ns`` (which counts the sampler itself). That count is the whole
+    (or of the file in its format that the environment variable ``REACTORS_LOADAVG`` names,
+    e.g. for tests) at most every ``period_ns`` (which counts the sampler itself). That count is the whole
     machine's (also inside a container), so it is compared with the machine's cores
     (``os.cpu_count()``), not with those this process may use. Where the file does not
     exist, waiters always spin. ``elsewhere``: how many of those tasks are workers of the
@@ -285,9 +287,9 @@ class Contention:
     over the network, so they are not counted.
     """
 
-    def __init__(self, period_ns: int = 10_000_000, path: str = "/proc/loadavg"):
+    def __init__(self, period_ns: int = 10_000_000, path: str | None = None):
         self.period_ns = period_ns
-        self.path = path
+        self.path = path or os.environ.get(LOADAVG_ENV) or "/proc/loadavg"
         self.cores = os.cpu_count() or 1
         self.checked = -period_ns
         self.spin = True
@@ -302,15 +304,22 @@ class Contention:
         return self.spin
 
     def busy_now(self, samples: int = 5, gap_s: float = 0.002) -> bool:
-        """Whether other runnable tasks fill the cores, from the median of ``samples`` reads
-        ``gap_s`` seconds apart (one read catches passing tasks: a process that is exiting,
-        the shell that started this one); for decisions taken once, such as ``-w 0``'s."""
+        """Whether other runnable tasks fill the cores (:meth:`others_now`)."""
+        return self.others_now(samples, gap_s) >= self.cores
+
+    def others_now(self, samples: int = 5, gap_s: float = 0.002) -> int:
+        """How many tasks of other processes want a core now: the median of ``samples``
+        reads ``gap_s`` seconds apart (one read catches passing tasks: a process that is
+        exiting, the shell that started this one); for decisions taken once, such as
+        ``-w 0``'s. This process's own other threads do not count: e.g. the thread pool
+        numpy's OpenBLAS starts spins for ~0.1 s after ``import numpy``, which is when
+        ``-w 0`` decides, and is idle once the run goes on."""
         seen = []
         for i in range(samples):
             if i:
                 time.sleep(gap_s)
-            seen.append(self._others())
-        return sorted(seen)[len(seen) // 2] >= self.cores
+            seen.append(max(0, self._others() - _own_running_threads()))
+        return sorted(seen)[len(seen) // 2]
 
     def _others(self) -> int:
         """Runnable tasks other than the caller (0 when unknown)."""
@@ -320,6 +329,27 @@ class Contention:
             return int(running) - 1
         except (OSError, IndexError, ValueError):
             return 0
+
+
+def _own_running_threads() -> int:
+    """Threads of this process other than the caller's that are running or runnable now
+    (0 where ``/proc`` cannot tell)."""
+    me = threading.get_native_id()
+    n = 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                state = f.read().rpartition(b") ")[2][:1]
+        except OSError:
+            continue  # the thread ended
+        n += state == b"R"
+    return n
 
 
 CONTENTION = Contention()

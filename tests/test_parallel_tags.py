@@ -17,7 +17,7 @@ from reactors.placement import place
 from reactors.plan import free_running, make_plan
 from reactors.port import Port
 from reactors.program import Program
-from reactors.sync import C_PACK, Contention, Control
+from reactors.sync import C_PACK, LOADAVG_ENV, Contention, Control
 from reactors.topology import Crossing, batches
 
 BENCH = ROOT / "lf_src" / "bench"
@@ -232,7 +232,7 @@ def test_contention_blocks_when_other_tasks_fill_the_cores(tmp_path):
     assert c.spin_ok()
     fake.write_text("3.10 2.00 1.00 4/300 1234\n")  # three more: the cores are full
     assert not c.spin_ok()
-    assert c.busy_now(samples=3, gap_s=0)
+    assert c.busy_now(samples=3, gap_s=0) and c.others_now(samples=3, gap_s=0) == 3
     fake.write_text("0.50 0.40 0.30 2/300 1234\n")
     assert not c.busy_now(samples=3, gap_s=0)
     missing = Contention(period_ns=0, path=str(tmp_path / "none"))
@@ -259,9 +259,22 @@ def test_w0_takes_two_workers_for_heavy_environments_and_one_for_tiny_ones(envba
     assert heavy.workers == 2 and heavy.predicted[2] < heavy.predicted[1] / 1.5, heavy.reason
     tiny = costs.choose(graph, _profile(graph, 1_000.0), cores=2)
     assert tiny.workers == 1, tiny.reason
-    busy = costs.choose(graph, _profile(graph, 12_000.0), cores=2, busy=True)
+    busy = costs.choose(graph, _profile(graph, 12_000.0), cores=2, others=2)
     assert busy.predicted[2] > costs.choose(graph, _profile(graph, 12_000.0), cores=2).predicted[2]
     assert costs.choose(graph, _profile(graph, 140_000.0), cores=1).workers == 1
+
+
+def test_w0_takes_one_worker_when_another_task_holds_a_core(envbank):
+    _, graph = envbank
+    heavy = _profile(graph, 140_000.0)
+    for others in (1, 2):
+        got = costs.choose(graph, heavy, cores=2, others=others)
+        assert got.workers == 1, got.reason
+        assert f"{others} other task(s)" in got.reason
+    four = costs.choose(graph, heavy, cores=4, others=1)  # three cores are free
+    assert four.workers == 3 and four.predicted[4] > four.predicted[3], four.reason
+    assert [costs.share(w, 2, 1) for w in (1, 2, 3)] == [1, 2, 2]
+    assert costs.share(2, 2, 0) == 1 and costs.share(2, 4, 2) == 1
 
 
 def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
@@ -332,12 +345,17 @@ def test_refined_placement_keeps_groups_and_predicts_no_worse(envbank):
     assert list(plan.placement) == at
 
 
-def test_w0_runs_with_the_chosen_placement_and_the_same_results(envbank):
+def test_w0_runs_with_the_chosen_placement_and_the_same_results(envbank, tmp_path):
     launcher, graph = envbank
     ref = subprocess.run([str(launcher), "-w", "1"], capture_output=True, text=True)
     profile = launcher.parent.parent / "src-gen" / "EnvBank" / costs.PROFILE
     assert _profile(graph, 140_000.0, hub_ns=60_000.0).save(str(profile))
-    got = subprocess.run([str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True)
+    quiet = tmp_path / "loadavg"  # no other task wants a core, whatever else the tests run
+    quiet.write_text("0.00 0.00 0.00 1/100 1\n")
+    env = {**os.environ, LOADAVG_ENV: str(quiet)}
+    got = subprocess.run(
+        [str(launcher), "-w", "0", "--verbose"], capture_output=True, text=True, env=env
+    )
     assert got.returncode == 0, got.stderr
     assert "chose 2" in got.stderr, got.stderr
     assert ref.stdout.split("checksum")[1] == got.stdout.split("checksum")[1]
