@@ -224,6 +224,30 @@ def test_free_running_needs_fast_and_no_physical_time(envbank):
 # --------------------------------------------------------------------------- waiting
 
 
+def test_this_processs_own_busy_threads_are_not_other_tasks(tmp_path):
+    import hashlib
+    import threading
+
+    fake = tmp_path / "loadavg"
+    fake.write_text("0.50 0.40 0.30 3/300 1234\n")  # this thread, our busy thread, one more
+    c = Contention(period_ns=0, path=str(fake))
+    stop = threading.Event()
+    block = bytes(1 << 20)
+
+    def spin():  # hashing a large block releases the GIL: the thread stays runnable
+        while not stop.is_set():
+            hashlib.sha256(block).digest()
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        assert c.others_now(samples=5, gap_s=0.001) == 1
+    finally:
+        stop.set()
+        t.join()
+    assert c.others_now(samples=3, gap_s=0) == 2  # without it, the file's count
+
+
 def test_contention_blocks_when_other_tasks_fill_the_cores(tmp_path):
     fake = tmp_path / "loadavg"
     c = Contention(period_ns=0, path=str(fake))
