@@ -124,9 +124,9 @@ def _banks(reactors: tuple[ReactorInstance, ...], leads: list[int]) -> list[list
 def _bank_channels(
     program: Program, group: list[int], reactors: tuple[ReactorInstance, ...]
 ) -> dict[int, dict[int, int]]:
-    """``talk[g][m]``: how many root channels group ``g`` shares with the group ``m`` of a
-    bank member (one writes, the other reads), counting only channels exchanged at every tag
-    (not those written only by ``startup``/``shutdown`` reactions)."""
+    """``talk[g][m]``: how many root channels a group ``g`` led by no bank member shares with
+    the group ``m`` of a bank member (one writes, the other reads), counting only channels
+    exchanged at every tag (not those written only by ``startup``/``shutdown`` reactions)."""
     acc = access(program)
     talk: dict[int, dict[int, int]] = {}
     for root, wranks in acc.writes.items():
@@ -135,9 +135,10 @@ def _bank_channels(
         ends = {group[acc.reactor[r]] for r in wranks}
         ends |= {group[acc.reactor[r]] for r in acc.reads.get(root, ())}
         members = {g for g in ends if reactors[g].bank_width > 1}
-        for g in ends:
-            for m in members - {g}:
-                talk.setdefault(g, {})[m] = talk.get(g, {}).get(m, 0) + 1
+        for g in ends - members:
+            counts = talk.setdefault(g, {})
+            for m in members:
+                counts[m] = counts.get(m, 0) + 1
     return talk
 
 

@@ -278,8 +278,8 @@ class Contention:
     spin only takes CPU time from them, so the waiter blocks soon; the kernel wakes a blocked
     waiter quickly, since it slept. Sampled from the running-task count of ``/proc/loadavg``
     (or of the file in its format that the environment variable ``REACTORS_LOADAVG`` names,
-    e.g. for tests) at most every ``period_ns`` (which counts the sampler itself). That count is the whole
-    machine's (also inside a container), so it is compared with the machine's cores
+    e.g. for tests) at most every ``period_ns`` (which counts the sampler itself). That count
+    is the whole machine's (also inside a container), so it is compared with the machine's cores
     (``os.cpu_count()``), not with those this process may use. Where the file does not
     exist, waiters always spin. ``elsewhere``: how many of those tasks are workers of the
     same run on other nodes that share this host (a cluster emulated on one machine): on a
