@@ -39,6 +39,7 @@ from .shm import (
 )
 from .sync import (
     C_HELD,
+    C_INLINE,
     C_KIND,
     C_META,
     C_NBYTES,
@@ -109,7 +110,7 @@ def cell_policy(ctl: Control) -> bytearray:
             policy[b + cell] = LOCAL
     for c in range(ctl.channels):
         b = ctl.channel_base(c)
-        for cell in range(b, b + C_HELD + ctl.workers + INLINE_CELLS):
+        for cell in range(b, b + ctl.channel_stride):
             policy[cell] = DEFER
     for b in range(ctl.batches):  # the worker flushes after publishing its batches
         policy[ctl.batch_cell(b)] = DEFER
@@ -264,7 +265,9 @@ class NetWriter:
             elif kind in (K_SMALL, K_PACKED):
                 start = 8 * self.inline
                 link.bytes_at(start, self.raw[start : start + 8 * INLINE_CELLS], nodes)
-            link.bytes_at(8 * (b + 1), self.raw[8 * (b + 1) : 8 * (b + C_HELD)], nodes)
+            # the kind, then the slot cells and the codec's header generation
+            link.bytes_at(8 * (b + C_KIND), self.raw[8 * (b + C_KIND) : 8 * (b + C_INLINE)], nodes)
+            link.bytes_at(8 * (b + C_SLOT), self.raw[8 * (b + C_SLOT) : 8 * (b + C_HELD)], nodes)
         # an absent value is its state cell alone (a reader reads nothing else)
         link.bytes_at(8 * (b + C_STATE), self.raw[8 * b : 8 * b + 8], nodes)
 

@@ -47,11 +47,18 @@ W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
 # set on a node's copy by the network transport's receiver (reactors.wire) when a worker's
 # connection closed before it finished: it died, or its node did
 W_GONE = 4
-# per-channel cells, at channel_base(c) + ...; HELD + w is reader w's bitmask of held slots;
-# then INLINE_CELLS cells (after the W held cells) where small values travel inline
-C_STATE, C_KIND, C_SLOT, C_GEN, C_NBYTES, C_META, C_PACK = range(7)
-C_HELD = 7
+# per-channel cells, at channel_base(c) + ...: the state and the kind of value, then
+# INLINE_CELLS cells where small values travel inline (so that a small value shares a cache
+# line with its state: one line for the writer to take and the reader to fetch), then the
+# cells of a value in a slot, the codec's header generation (C_PACK), and HELD + w, reader
+# w's bitmask of held slots; a channel's cells start on a 64-byte line
+C_STATE, C_KIND = 0, 1
+C_INLINE = 2
 INLINE_CELLS = 64
+C_SLOT, C_GEN, C_NBYTES, C_META, C_PACK = range(
+    C_INLINE + INLINE_CELLS, C_INLINE + INLINE_CELLS + 5
+)
+C_HELD = C_PACK + 1
 # per-batch cells (reactors.topology.Batch), at batch_cell(b): ``seq * BATCH_SEQ + k`` once
 # the first k crossings of the batch are published for tag number ``seq`` (a batch's crossings
 # are published in order, each as soon as its last writer ran); one 64-byte line per batch, so
@@ -100,15 +107,21 @@ class Control:
         self.cells = self.raw.cast("q")
         self.local_cells = self.cells
         self.floats = self.raw.cast("d")
-        self.channel_stride = C_HELD + workers + INLINE_CELLS
+        self.channel_stride = self.stride(workers)
 
     @staticmethod
     def size(workers: int, channels: int, batches: int = 0) -> int:
         """Bytes needed for this many workers, crossing channels and batches."""
-        per_channel = C_HELD + workers + INLINE_CELLS
+        per_channel = Control.stride(workers)
         return 8 * (
             HEADER + WORKER_STRIDE * workers + per_channel * channels + BATCH_STRIDE * batches
         )
+
+    @staticmethod
+    def stride(workers: int) -> int:
+        """Cells per channel: its cells for ``workers`` workers, rounded up to whole 64-byte
+        lines."""
+        return -(-(C_HELD + workers) // 8) * 8
 
     def worker_base(self, w: int) -> int:
         return HEADER + WORKER_STRIDE * w
@@ -141,7 +154,7 @@ class Control:
 
     def inline_base(self, c: int) -> int:
         """The first inline cell of channel ``c``."""
-        return self.channel_base(c) + C_HELD + self.workers
+        return self.channel_base(c) + C_INLINE
 
     def release(self) -> None:
         """Drop the views so the underlying shared memory can be closed."""
