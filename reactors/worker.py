@@ -185,7 +185,10 @@ class WorkerScheduler(Scheduler):
         self._accounted = 0
         self._want = self._cell = 0  # what the current wait waits for
         ctl = link.ctl
-        self.peers = [w for w in range(ctl.workers) if w != self.me]
+        # each other worker's SLEEP cell and bell (rung when it sleeps: ring_if_sleeping)
+        self.peer_bells = [
+            (ctl.worker_base(w) + SLEEP, link.bells[w]) for w in range(ctl.workers) if w != self.me
+        ]
         self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
         # the workers that read crossings written here, with their first cell
         self.readers = [
@@ -247,8 +250,10 @@ class WorkerScheduler(Scheduler):
     def send_output(self) -> None:
         """Send what the reactions printed during the current tag to the coordinator."""
         port, writers = self.link.output
-        chunks = self.captured.take()
-        port._v, port._p = chunks, bool(chunks)
+        if self.captured.chunks:
+            port._v, port._p = self.captured.take(), True
+        else:  # nothing printed: the channel says absent (its old value is never read)
+            port._p = False
         writers[self.seq & 1].publish(self.seq)
 
     # ------------------------------------------------------------------ between tags
@@ -369,9 +374,9 @@ class WorkerScheduler(Scheduler):
         self.send_output()
         self.link.ctl.set_done(self.me, self.seq, self.link.free and not final)
         if self.link.free:
-            ctl, bells = self.link.ctl, self.link.bells
-            for w in self.peers:
-                ring_if_sleeping(cells, ctl.worker_base(w) + SLEEP, bells[w])
+            for sleep_cell, bell in self.peer_bells:
+                if cells[sleep_cell]:
+                    bell.ring()
         else:
             ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
 
