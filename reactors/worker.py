@@ -33,14 +33,12 @@ run (:func:`reactors.plan.free_running`):
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
 from heapq import heappop
 from typing import TYPE_CHECKING, Protocol
 
 from .clock import Clock
 from .engine import decide
 from .log import Log
-from .output import Captured, OutputPort
 from .scheduler import Scheduler
 from .sync import (
     ABORT,
@@ -65,15 +63,13 @@ from .sync import (
     W_READY,
     WAIT_AT,
     WAIT_CELL,
-    Bell,
-    Control,
-    Idle,
     all_done,
     ring_if_sleeping,
     ring_if_waiting,
     wait,
 )
-from .transport import ChannelReader, ChannelWriter
+from .transport import ChannelReader
+from .worker_link import Link
 
 if TYPE_CHECKING:
     from .build import Assembly
@@ -84,42 +80,6 @@ _END = 1 << 62  # a rank larger than any
 
 class Aborted(Exception):
     """The coordinator aborted the run (another worker failed, Ctrl-C, a worker died)."""
-
-
-class Link:
-    """What a worker needs from its backend: the control block ``ctl``, its index ``me``,
-    ``bells[w]`` for every worker (worker 0's also wakes the coordinator) and ``bells[W]`` for
-    the supervisor, the spin budget ``spin_ns``, ``idle(ready_fds)`` (called while blocked;
-    may raise), the batches of crossings as ``incoming`` ``[(first rank here, [(position in
-    the batch, reader)], batch cell)]`` and the crossings as ``outgoing`` ``[(last writing
-    rank, writer, batch cell, position in the batch, reader workers)]``,
-    ``output``: ``(Captured, (OutputPort, (writer of even tags, writer of odd tags)))``, its
-    reactions' stdout and how it is sent, ``free``: whether the run is free-running, and
-    ``edge``: the cells of the batches exchanged only at the start and stop tags
-    (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out."""
-
-    def __init__(
-        self,
-        ctl: Control,
-        me: int,
-        bells: Sequence[Bell],
-        spin_ns: int,
-        idle: Idle | None,
-        incoming: Iterable[tuple[int, list[tuple[int, ChannelReader]], int]],
-        outgoing: Iterable[tuple[int, ChannelWriter, int, int, tuple[int, ...]]],
-        output: tuple[Captured, tuple[OutputPort, tuple[ChannelWriter, ChannelWriter]]],
-        free: bool = False,
-        edge: Iterable[int] = (),
-    ):
-        self.ctl, self.me, self.bells = ctl, me, bells
-        self.free = free
-        self.spin_ns, self.idle = spin_ns, idle
-        self.incoming = sorted(incoming, key=lambda x: x[0])
-        self.outgoing = sorted(outgoing, key=lambda x: (x[0], x[2], x[3]))
-        edge = set(edge)
-        self.steady_in = [x for x in self.incoming if x[2] not in edge]
-        self.steady_out = [x for x in self.outgoing if x[2] not in edge]
-        self.captured, self.output = output
 
 
 class TagDecider(Protocol):

@@ -27,7 +27,8 @@ from .snapshot import SnapshotError
 from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Control
 from .trace import Digest, Recorders, Timeline
 from .transport import Bell, Endpoint
-from .worker import Aborted, Link, WorkerScheduler
+from .worker import Aborted, WorkerScheduler
+from .worker_link import Link
 
 
 def worker_main(
@@ -149,7 +150,7 @@ def _read_only_write(exc: BaseException) -> bool:
 
 
 def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, free: bool) -> Link:
-    """Worker ``me``'s :class:`reactors.worker.Link`: its crossings' ends, in and out, by
+    """Worker ``me``'s :class:`reactors.worker_link.Link`: its crossings' ends, in and out, by
     batch, and its stdout channels; ``free``: whether the workers agree on tags themselves
     (:func:`reactors.plan.free_running`)."""
     roots = program.extra["roots"]

@@ -1,0 +1,48 @@
+"""What a worker of a run on several workers gets from its backend (:class:`Link`): the
+control block, the bells, how it waits, its crossings in and out, and its stdout channels.
+Built by :func:`reactors.worker_life.worker_main`; used by
+:class:`reactors.worker.WorkerScheduler`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from .output import Captured, OutputPort
+from .sync import Bell, Control, Idle
+from .transport import ChannelReader, ChannelWriter
+
+
+class Link:
+    """What a worker needs from its backend: the control block ``ctl``, its index ``me``,
+    ``bells[w]`` for every worker (worker 0's also wakes the coordinator) and ``bells[W]`` for
+    the supervisor, the spin budget ``spin_ns``, ``idle(ready_fds)`` (called while blocked;
+    may raise), the batches of crossings as ``incoming`` ``[(first rank here, [(position in
+    the batch, reader)], batch cell)]`` and the crossings as ``outgoing`` ``[(last writing
+    rank, writer, batch cell, position in the batch, reader workers)]``,
+    ``output``: ``(Captured, (OutputPort, (writer of even tags, writer of odd tags)))``, its
+    reactions' stdout and how it is sent, ``free``: whether the run is free-running, and
+    ``edge``: the cells of the batches exchanged only at the start and stop tags
+    (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out."""
+
+    def __init__(
+        self,
+        ctl: Control,
+        me: int,
+        bells: Sequence[Bell],
+        spin_ns: int,
+        idle: Idle | None,
+        incoming: Iterable[tuple[int, list[tuple[int, ChannelReader]], int]],
+        outgoing: Iterable[tuple[int, ChannelWriter, int, int, tuple[int, ...]]],
+        output: tuple[Captured, tuple[OutputPort, tuple[ChannelWriter, ChannelWriter]]],
+        free: bool = False,
+        edge: Iterable[int] = (),
+    ):
+        self.ctl, self.me, self.bells = ctl, me, bells
+        self.free = free
+        self.spin_ns, self.idle = spin_ns, idle
+        self.incoming = sorted(incoming, key=lambda x: x[0])
+        self.outgoing = sorted(outgoing, key=lambda x: (x[0], x[2], x[3]))
+        edge = set(edge)
+        self.steady_in = [x for x in self.incoming if x[2] not in edge]
+        self.steady_out = [x for x in self.outgoing if x[2] not in edge]
+        self.captured, self.output = output
