@@ -32,7 +32,7 @@ import dataclasses
 import os
 
 from .program import ChannelKey, Program, ReactorInstance
-from .topology import access, roots
+from .topology import Access, access, roots
 
 
 class _Union:
@@ -51,8 +51,9 @@ class _Union:
             self.up[max(ra, rb)] = min(ra, rb)  # the lowest id stays the representative
 
 
-def groups(program: Program) -> list[int]:
-    """``group[reactor id]``: the lowest instance id of the group it must share a worker with."""
+def groups(program: Program, acc: Access | None = None) -> list[int]:
+    """``group[reactor id]``: the lowest instance id of the group it must share a worker with
+    (``acc``: the program's :func:`reactors.topology.access`, computed when not given)."""
     reactors = program.reactors
     u = _Union(len(reactors))
     for inst in reactors:  # parents come before children
@@ -61,7 +62,8 @@ def groups(program: Program) -> list[int]:
             if reactors[p].modes:
                 u.join(p, inst.id)
             p = reactors[p].parent
-    acc = access(program)
+    if acc is None:
+        acc = access(program)
     for ranks in acc.writes.values():
         owners = sorted({acc.reactor[r] for r in ranks})
         for o in owners[1:]:
@@ -122,12 +124,11 @@ def _banks(reactors: tuple[ReactorInstance, ...], leads: list[int]) -> list[list
 
 
 def _bank_channels(
-    program: Program, group: list[int], reactors: tuple[ReactorInstance, ...]
+    acc: Access, group: list[int], reactors: tuple[ReactorInstance, ...]
 ) -> dict[int, dict[int, int]]:
     """``talk[g][m]``: how many root channels a group ``g`` led by no bank member shares with
     the group ``m`` of a bank member (one writes, the other reads), counting only channels
     exchanged at every tag (not those written only by ``startup``/``shutdown`` reactions)."""
-    acc = access(program)
     talk: dict[int, dict[int, int]] = {}
     for root, wranks in acc.writes.items():
         if all(acc.edge[r] for r in wranks):
@@ -191,7 +192,8 @@ def place(program: Program, workers: int) -> list[int]:
     if workers < 1:
         raise ValueError(f"placement needs at least one worker, not {workers}")
     reactors = program.reactors
-    group = groups(program)
+    acc = access(program)
+    group = groups(program, acc)
     weight = _weights(program, group)
     pins: dict[int, int] = {}
     for inst in reactors:
@@ -208,7 +210,7 @@ def place(program: Program, workers: int) -> list[int]:
             w = (start + reactors[g].bank_index) % workers
             at[g] = w
             load[w] += weight[g]
-    talk = _bank_channels(program, group, reactors)
+    talk = _bank_channels(acc, group, reactors)
     for g in sorted((g for g in weight if g not in at), key=lambda g: (-weight[g], g)):
         held = [0] * workers  # channels to bank members placed on each worker
         for partner, n in talk.get(g, {}).items():

@@ -145,7 +145,8 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: 
     Observations are uint8 arrays (frame_stack, 84, 84). The emulator's own frame skip is
     turned off (``frameskip=1``) because ``AtariPreprocessing`` skips 4 frames and max-pools
     the last two, which it reads from the emulator's screen in grey. Rewards are NOT clipped
-    here (episode returns stay the game's score); a learner clips them. Raises ImportError with the install command if ale-py is missing.
+    here (episode returns stay the game's score); a learner clips them. Raises ImportError
+    with the install command if ale-py is missing.
     """
     try:
         import ale_py

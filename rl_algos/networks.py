@@ -117,10 +117,11 @@ class NatureCNN(nn.Module):
     """The Nature-DQN torso: (B, C, 84, 84) uint8 frames -> (B, 512) float32 features.
 
     Frames are scaled to [0, 1] inside the network (folded into the first convolution's
-    weights), so batches travel as uint8. Weights are drawn from ``generator``. The convolutions run in the channels-last layout (weights
-    and frames stored as (B, H, W, C)), where torch's CPU kernels (oneDNN) compute a 256-frame
-    forward and backward pass about 1.5x faster than in the default layout on this machine;
-    the layout is the network's own, so results do not depend on where it runs.
+    weights), so batches travel as uint8. Weights are drawn from ``generator``. The
+    convolutions run in the channels-last layout (weights and frames stored as (B, H, W, C)),
+    where torch's CPU kernels (oneDNN) compute a 256-frame forward and backward pass about
+    1.5x faster than in the default layout on this machine; the layout is the network's own,
+    so results do not depend on where it runs.
     """
 
     def __init__(self, generator: torch.Generator, in_channels: int = 4) -> None:
