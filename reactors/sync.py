@@ -331,7 +331,11 @@ class Contention:
         for i in range(samples):
             if i:
                 time.sleep(gap_s)
-            seen.append(max(0, self._others() - _own_running_threads()))
+            # a thread of ours that flips between running and waiting (a spinning thread
+            # pool) is counted as ours if it runs on either side of the read
+            before = _own_running_threads()
+            running = self._others()
+            seen.append(max(0, running - max(before, _own_running_threads())))
         return sorted(seen)[len(seen) // 2]
 
     def _others(self) -> int:
