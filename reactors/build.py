@@ -18,7 +18,7 @@ from .action import Action, PhysicalAction
 from .arguments import values as argument_values
 from .errors import BuildFailure, GraphError, SourceMap
 from .mode import ModalState, Mode, ModeCapsule, ModeSystem
-from .port import Multiport, Port
+from .port import Multiport, Port, group_fan_ins
 from .reaction import Reaction, forward, reaction_number
 from .reactor import Make, ReactorBase
 from .timer import Timer
@@ -312,6 +312,7 @@ class _Builder:
                 self._register(trig, r, rx, triggers, startup, shutdown)
         for obj, ranks in triggers.items():
             obj._triggers = tuple(sorted(ranks))
+        group_fan_ins(obj for obj in triggers if isinstance(obj, Port))
         return reactions, startup, shutdown
 
     def _reaction(self, rx: spec.ReactionSpec) -> Reaction:

@@ -55,7 +55,7 @@ from .arguments import to_pairs
 from .clock import Clock
 from .context import CTX
 from .engine import TagPair, Timing
-from .port import Port
+from .port import CHANNELS, Port
 from .reaction import Reaction
 from .recording import CHUNK, FLUSH_S, LENGTH, MAGIC, Recording, ReplayError, load, manifest
 from .trace import encode
@@ -109,9 +109,9 @@ def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list[
     common values (arrays of numbers, built-ins) are hashed in comprehensions, one pass each,
     the rest (and a tag where one of those fails) value by value."""
     if watch is None:
-        ports = [p for p in present if p.__class__ is Port]
+        ports = [p for p in present if p.__class__ in CHANNELS]
     else:
-        ports = [p for p in present if p.__class__ is Port and p._name in watch]
+        ports = [p for p in present if p.__class__ in CHANNELS and p._name in watch]
     values: list[Any] = [p._v for p in ports]
     crc32, plain = zlib.crc32, _MARSHALLED
     dumps: Callable[[Any], bytes] = marshal.dumps
@@ -228,7 +228,9 @@ class Tape:
 
     def _ports(self, present: Iterable[Any]) -> list[Port]:
         watch = self.watch
-        return [p for p in present if p.__class__ is Port and (watch is None or p._name in watch)]
+        return [
+            p for p in present if p.__class__ in CHANNELS and (watch is None or p._name in watch)
+        ]
 
 
 class _TapeClock(Clock):

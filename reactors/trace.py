@@ -29,7 +29,7 @@ from time import perf_counter_ns
 from typing import Any, Protocol
 
 from .engine import TagPair
-from .port import Port
+from .port import CHANNELS, Port
 from .reaction import Entry
 from .scheduler import Scheduler
 
@@ -89,7 +89,7 @@ class Digest:
     def _add(self, t: int, m: int, present: Iterable[Any]) -> None:
         watch = self.watch
         for obj in present:
-            if obj.__class__ is Port and (watch is None or id(obj) in watch):
+            if obj.__class__ in CHANNELS and (watch is None or id(obj) in watch):
                 h = hashlib.sha256(encode(obj._v)).hexdigest()
                 self.lines.append((t, m, obj._name, h))
 

@@ -499,3 +499,43 @@ def test_port_trigger_marks_present_without_changing_value():
     p.trigger()
     assert p.is_present and p.value == "filled by a transport"
     assert marked == [p] and sorted(rq) == [1, 3]
+
+
+def test_channels_that_trigger_the_same_reactions_queue_them_once_per_tag():
+    from reactors.port import FanInPort, Port, group_fan_ins
+
+    marked, rq = [], []
+    ports = [Port(f"obs[{i}]") for i in range(3)]
+    lone = Port("lone")
+    for p in [*ports, lone]:
+        p._mark, p._rq = marked.append, rq
+    for p in ports:
+        p._triggers = (5, 7)
+    lone._triggers = (5,)
+    group_fan_ins([*ports, lone])
+    assert all(p.__class__ is FanInPort for p in ports) and lone.__class__ is Port
+
+    def next_tag():  # what the engine does when it advances
+        for p in marked:
+            p._p = False
+        marked.clear()
+        rq.clear()
+
+    ports[0].set("a")
+    ports[2]._v = "from a transport"
+    ports[2].trigger()
+    ports[1].set("b")
+    ports[0].set("again")
+    assert sorted(rq) == [5, 7] and marked == [ports[0], ports[2], ports[1]]
+    assert [p.value for p in ports] == ["again", "b", "from a transport"]
+    next_tag()
+    ports[0].set("c")  # the first of the last tag is first again
+    assert sorted(rq) == [5, 7]
+    next_tag()
+    ports[2].set("d")  # another one first; the last tag's first comes later
+    ports[0].set("e")
+    assert sorted(rq) == [5, 7] and ports[0].is_present and not ports[1].is_present
+    next_tag()
+    lone.set(1)  # a channel outside the group queues its own
+    ports[1].set(2)
+    assert sorted(rq) == [5, 5, 7]
