@@ -101,24 +101,21 @@ def _busy_text(busy: int) -> str:
     return "" if not busy else f", {busy} busy process" + ("es" if busy > 1 else "")
 
 
-def measure(launcher, workers: int, reps: int) -> tuple[float, set]:
-    """Median µs per round over ``reps`` runs on ``workers`` workers, and the checksums."""
-    results = [run_program(launcher, n_workers=workers, timeout=600).result for _ in range(reps)]
-    return statistics.median(r["us_per_round"] for r in results), {r["checksum"] for r in results}
-
-
 def case_rows(case: Case, reps: int) -> list[Row]:
     """Build ``case``'s program and measure it on -w 1, -w 2 and -w 0 (after one -w 0 run that
-    measures its reactions), ``reps`` runs each; its rows (µs per round, ratios, load)."""
+    measures its reactions), the three in turn ``reps`` times (so that they see the same
+    conditions); its rows (the median µs per round of each, ratios, load)."""
     launcher = build_program(case.program, case.defines, scratch())
     load = load_average()
     marked = "LOADED " if load - case.busy > cores() else ""
+    runs: dict[int, list[dict]] = {1: [], 2: [], 0: []}
     with Busy(case.busy, 600):
-        us1, sums = measure(launcher, 1, reps)
-        us2, s2 = measure(launcher, 2, reps)
         run_program(launcher, n_workers=0, timeout=600)  # -w 0 measures once (no profile yet)
-        us0, s0 = measure(launcher, 0, reps)
-    sums |= s2 | s0
+        for _ in range(reps):
+            for workers, got in runs.items():
+                got.append(run_program(launcher, n_workers=workers, timeout=600).result)
+    us1, us2, us0 = (statistics.median(r["us_per_round"] for r in runs[w]) for w in (1, 2, 0))
+    sums = {r["checksum"] for got in runs.values() for r in got}
     status = "ok" if len(sums) == 1 else f"FAILED: checksums differ {sorted(sums)}"
     note = f"{marked}load {load:.2f} before, {cores()} cores, {case.busy} busy process(es) of ours"
     table = Table(case.title, "µs/round", higher_better=False)
