@@ -6,7 +6,7 @@ each: ``program`` (the program model, graph.json), ``tag`` (time), ``units`` (ti
 ``reaction``, ``reactor`` (``ReactorBase``), ``mode``, ``eventq`` (future events), ``build``
 (program model -> objects), ``scheduler`` (per-tag loop), ``engine`` (the rules of logical time every scheduler
 shares), ``clock`` (physical time),
-``context``, ``log``, ``errors``, ``launch``.
+``context``, ``log``, ``errors``, ``options`` (a program's command line), ``launch`` (running it).
 
 Several workers: ``topology`` (which channels cross workers), ``placement``
 (reactors to workers), ``plan`` (placement and channels of a run), ``parallel`` (backend

@@ -19,6 +19,7 @@ import types
 from collections.abc import Sequence
 
 from .errors import LaunchError
+from .options import parse_options
 from .plan import workers_for
 
 
@@ -36,7 +37,7 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
     graph_path = os.path.join(os.path.dirname(stand_in.__file__), "graph.json")
     try:
         graph = launch.load_program(stand_in, graph_path)
-        opts = launch.parse_options(list(argv), graph.target, graph.main_parameters)
+        opts = parse_options(list(argv), graph.target, graph.main_parameters)
     except (LaunchError, ValueError, OSError):
         return None
     if opts.help or opts.cluster or opts.replay or opts.resume or opts.workers < 2:

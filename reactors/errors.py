@@ -92,6 +92,9 @@ def restore_signals(saved: dict[int, Any] | None) -> None:
         signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
+#: The exit status of a run interrupted by Ctrl-C (128 + SIGINT), as a shell reports it.
+STATUS_INTERRUPTED = 128 + signal.SIGINT
+
 #: How long a run stopped by a signal may take to reach its stop tag and run its shutdown
 #: reactions before it is stopped at once, s.
 STOP_GRACE_S = 2.0

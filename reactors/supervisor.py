@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from .coordinator import Outputs, WorkerFailed, failure, write_output
 from .errors import (
+    STATUS_INTERRUPTED,
     Signalled,
     StopSignals,
     catch_stop_signals,
@@ -39,7 +40,6 @@ from .records import cut_tag, merge_records
 from .sync import ABORT, FAILS, FINISHED, PRINTED, STARTING, STATE, STOP_ASKED, Control
 from .transport import Bell, Idle, Transport, Waker, WorkerDied
 
-STATUS_INTERRUPTED = 130  # 128 + SIGINT
 STATUS_TERMINATED = 128 + signal.SIGTERM
 _HURRY_S = 0.2  # after a hard stop by a signal, how long workers get to exit before being forced
 

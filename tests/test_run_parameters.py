@@ -11,7 +11,7 @@ from conftest import build, run_program
 
 from reactors.arguments import Code, argument, parse_value, values
 from reactors.errors import LaunchError
-from reactors.launch import parse_options
+from reactors.options import parse_options
 from reactors.program import MainParameter
 from reactors.tag import FOREVER, MSEC, SEC
 

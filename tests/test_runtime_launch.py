@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build
 
-from reactors.launch import LaunchError, parse_options
+from reactors.errors import LaunchError
+from reactors.options import parse_options
 from reactors.tag import MSEC, SEC
 from reactors.target import TargetSettings
 
