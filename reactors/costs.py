@@ -39,7 +39,7 @@ from typing import Any
 from .jsonform import encode
 from .placement import groups, max_parallel, place
 from .program import Prediction, Program, WorkerChoice
-from .topology import access, crossings, order
+from .topology import Access, access, crossings, order
 
 PROFILE = "profile.json"
 #: The program file beside it, where a -w 0 run writes its choice.
@@ -194,22 +194,25 @@ def predict(
     workers: int,
     wake_ns: int = WAKE_NS,
     at: Sequence[int] | None = None,
+    acc: Access | None = None,
 ) -> float:
     """Predicted ns per tag on ``workers`` workers with reaction ``costs`` (ns per tag, in
     rank order): the reactions in rank order, each on the worker its reactor is placed on
     (``at[reactor id]``, default :func:`reactors.placement.place`), starting when that worker
     is free and, for a reaction that reads a crossing, ``wake_ns`` after its writer
     finished; each crossing value costs its writer and reader :data:`VALUE_NS`, and a tag
-    ends with the exchange (:data:`EXCHANGE_NS`) after the last worker finished."""
+    ends with the exchange (:data:`EXCHANGE_NS`) after the last worker finished. ``acc``: the
+    program's :func:`reactors.topology.access` (computed when not given)."""
     if workers <= 1:
         return float(sum(costs))
     if at is None:
         at = place(graph, workers)
-    acc = access(graph)
+    if acc is None:
+        acc = access(graph)
     worker = [at[acc.reactor[r]] for r in range(len(costs))]
     crossing_reads: dict[int, list[int]] = {}  # reading rank -> writing ranks elsewhere
     extra = [0.0] * len(costs)
-    for c in crossings(graph, list(at)):
+    for c in crossings(graph, list(at), acc):
         writes = sorted(acc.writes[c.root])
         for r in acc.reads.get(c.root, ()):
             if worker[r] != c.writer:
@@ -235,9 +238,10 @@ def refine(
     worker while that lowers the predicted time per tag (:func:`predict`) by at least 1%; with
     more than :data:`REFINE_GROUPS` groups, the rules' placement. Returns the placement
     (worker of each reactor id) and its predicted ns per tag."""
+    acc = access(graph)  # once for the many predictions below
     at = place(graph, workers)
-    best = predict(graph, costs, workers, wake_ns, at)
-    group = groups(graph)
+    best = predict(graph, costs, workers, wake_ns, at, acc)
+    group = groups(graph, acc)
     pinned = {group[r.id] for r in graph.reactors if r.pin is not None}
     movable = sorted({group[r.id] for r in graph.reactors if r.reactions} - pinned)
     if len(movable) > REFINE_GROUPS:
@@ -253,7 +257,7 @@ def refine(
                 trial = list(at)
                 for i in members[g]:
                     trial[i] = w
-                got = predict(graph, costs, workers, wake_ns, trial)
+                got = predict(graph, costs, workers, wake_ns, trial, acc)
                 if got < best * 0.99:
                     at, best, here, improved = trial, got, w, True
         if not improved:

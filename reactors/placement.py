@@ -145,8 +145,8 @@ def _bank_channels(
 
 def max_parallel(program: Program) -> int:
     """How many reactions can ever run at once: the most groups with a reaction at one level."""
-    group = groups(program)
     acc = access(program)
+    group = groups(program, acc)
     per_level: dict = {}
     for rank, rid in enumerate(acc.reactor):
         per_level.setdefault(acc.level[rank], set()).add(group[rid])

@@ -151,12 +151,14 @@ class Crossing:
     edge: bool = False
 
 
-def crossings(program: Program, worker_of: list[int]) -> list[Crossing]:
+def crossings(program: Program, worker_of: list[int], acc: Access | None = None) -> list[Crossing]:
     """Every root channel whose writer and some reader live in different workers.
 
-    ``worker_of[reactor id]`` is the placement. Sorted by root key (the same in every worker).
+    ``worker_of[reactor id]`` is the placement; ``acc``: the program's :func:`access`
+    (computed when not given). Sorted by root key (the same in every worker).
     """
-    acc = access(program)
+    if acc is None:
+        acc = access(program)
     out: list[Crossing] = []
     for root in sorted(acc.writes, key=lambda k: (k[0], k[1], k[2])):
         wranks = acc.writes[root]
