@@ -205,10 +205,10 @@ def predict(
     program's :func:`reactors.topology.access` (computed when not given)."""
     if workers <= 1:
         return float(sum(costs))
-    if at is None:
-        at = place(graph, workers)
     if acc is None:
         acc = access(graph)
+    if at is None:
+        at = place(graph, workers, acc)
     worker = [at[acc.reactor[r]] for r in range(len(costs))]
     crossing_reads: dict[int, list[int]] = {}  # reading rank -> writing ranks elsewhere
     extra = [0.0] * len(costs)
@@ -231,15 +231,21 @@ def predict(
 
 
 def refine(
-    graph: Program, costs: Sequence[float], workers: int, wake_ns: int = WAKE_NS
+    graph: Program,
+    costs: Sequence[float],
+    workers: int,
+    wake_ns: int = WAKE_NS,
+    acc: Access | None = None,
 ) -> tuple[list[int], float]:
     """The placement of :func:`reactors.placement.place` on ``workers`` workers, improved by
     moving whole groups (:func:`reactors.placement.groups`; pinned ones stay) to another
     worker while that lowers the predicted time per tag (:func:`predict`) by at least 1%; with
     more than :data:`REFINE_GROUPS` groups, the rules' placement. Returns the placement
-    (worker of each reactor id) and its predicted ns per tag."""
-    acc = access(graph)  # once for the many predictions below
-    at = place(graph, workers)
+    (worker of each reactor id) and its predicted ns per tag. ``acc``: the program's
+    :func:`reactors.topology.access` (computed when not given)."""
+    if acc is None:
+        acc = access(graph)  # once for the many predictions below
+    at = place(graph, workers, acc)
     best = predict(graph, costs, workers, wake_ns, at, acc)
     group = groups(graph, acc)
     pinned = {group[r.id] for r in graph.reactors if r.pin is not None}
@@ -279,16 +285,19 @@ class Choice:
     placement: tuple[int, ...] | None = None
 
 
-def explain(graph_path: str, choice: Choice) -> bool:
+def explain(graph_path: str, choice: Choice, recorded: WorkerChoice | None = None) -> bool:
     """Write ``choice`` into the program's graph.json at ``graph_path`` (its
-    ``worker_choice``: workers, reason, predictions, placement), atomically; False if the
-    file could not be read or written (the run goes on)."""
+    ``worker_choice``: workers, reason, predictions, placement), atomically, unless it is
+    ``recorded`` there already (the file of a large program takes longer to rewrite than
+    many runs); False if the file could not be read or written (the run goes on)."""
     made = WorkerChoice(
         choice.workers,
         choice.reason,
         tuple(Prediction(w, round(ns)) for w, ns in sorted(choice.predicted.items())),
         choice.placement or (),
     )
+    if made == recorded:
+        return True
     return record(graph_path, "worker_choice", made)
 
 
@@ -353,12 +362,13 @@ def choose(graph: Program, profile: Profile | None, cores: int, others: int = 0)
             else "the profile is of another build of the program"
         )
         return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs", True)
-    top = max(1, min(cores, max_parallel(graph)))
+    acc = access(graph)  # once for every count tried
+    top = max(1, min(cores, max_parallel(graph, acc)))
     predicted = {1: predict(graph, costs, 1)}
     placements: dict[int, list[int]] = {}
     for w in range(2, top + 1):
         wake = BUSY_WAKE_NS if w + others > cores else WAKE_NS
-        placements[w], predicted[w] = refine(graph, costs, w, wake)
+        placements[w], predicted[w] = refine(graph, costs, w, wake, acc)
         predicted[w] *= share(w, cores, others)
     best = min(predicted, key=lambda w: (predicted[w], w))
     if best > 1 and predicted[best] * GAIN > predicted[1]:

@@ -210,7 +210,7 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
     folder = os.path.dirname(os.path.abspath(module.__file__ or "."))
     path = os.path.join(folder, PROFILE)
     choice = choose(graph, Profile.load(path), CONTENTION.cores, others=CONTENTION.others_now())
-    explain(os.path.join(folder, GRAPH_FILE), choice)
+    explain(os.path.join(folder, GRAPH_FILE), choice, graph.worker_choice)
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")
     if choice.measure:

@@ -32,7 +32,7 @@ import dataclasses
 import os
 
 from .program import ChannelKey, Program, ReactorInstance
-from .topology import Access, access, roots
+from .topology import Access, access
 
 
 class _Union:
@@ -68,10 +68,9 @@ def groups(program: Program, acc: Access | None = None) -> list[int]:
         owners = sorted({acc.reactor[r] for r in ranks})
         for o in owners[1:]:
             u.join(owners[0], o)
-    root = roots(program)
     for inst in reactors:
         if inst.synthetic:
-            for r in acc.writes.get(root.get(ChannelKey(inst.id, "inp", 0)), ()):
+            for r in acc.writes.get(acc.root.get(ChannelKey(inst.id, "inp", 0)), ()):
                 u.join(inst.id, acc.reactor[r])
     return [u.find(i) for i in range(len(reactors))]
 
@@ -143,9 +142,11 @@ def _bank_channels(
     return talk
 
 
-def max_parallel(program: Program) -> int:
-    """How many reactions can ever run at once: the most groups with a reaction at one level."""
-    acc = access(program)
+def max_parallel(program: Program, acc: Access | None = None) -> int:
+    """How many reactions can ever run at once: the most groups with a reaction at one level
+    (``acc``: the program's :func:`reactors.topology.access`, computed when not given)."""
+    if acc is None:
+        acc = access(program)
     group = groups(program, acc)
     per_level: dict = {}
     for rank, rid in enumerate(acc.reactor):
@@ -184,15 +185,17 @@ def placed(program: Program, workers: int | None = None) -> Program:
     )
 
 
-def place(program: Program, workers: int) -> list[int]:
-    """``worker[reactor id]`` in ``range(workers)`` following the module's rules.
+def place(program: Program, workers: int, acc: Access | None = None) -> list[int]:
+    """``worker[reactor id]`` in ``range(workers)`` following the module's rules (``acc``:
+    the program's :func:`reactors.topology.access`, computed when not given).
 
     Raises ValueError when ``workers`` < 1.
     """
     if workers < 1:
         raise ValueError(f"placement needs at least one worker, not {workers}")
     reactors = program.reactors
-    acc = access(program)
+    if acc is None:
+        acc = access(program)
     group = groups(program, acc)
     weight = _weights(program, group)
     pins: dict[int, int] = {}

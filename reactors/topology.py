@@ -77,7 +77,8 @@ class Access:
 
     ``writes[root]`` / ``reads[root]``: sets of ranks; ``reactor[rank]``: the reactor id of a
     reaction; ``level[rank]``: its level; ``edge[rank]``: whether it can run only at the first
-    tag or the stop tag (:func:`at_edges_only`).
+    tag or the stop tag (:func:`at_edges_only`); ``root``: the root of every channel key
+    (:func:`roots`).
     """
 
     writes: dict = field(default_factory=dict)
@@ -85,6 +86,7 @@ class Access:
     reactor: list = field(default_factory=list)
     level: list = field(default_factory=list)
     edge: list = field(default_factory=list)
+    root: dict = field(default_factory=dict)
 
 
 _EDGES = (Builtin.STARTUP, Builtin.SHUTDOWN)
@@ -110,7 +112,7 @@ def at_edges_only(program: Program, rx: ReactionSpec) -> bool:
 def access(program: Program) -> Access:
     """Readers (triggers and sources) and writers (effects) of every root channel."""
     ports, root = port_channels(program), roots(program)
-    acc = Access()
+    acc = Access(root=root)
     for rank, rx in enumerate(order(program)):
         acc.reactor.append(rx.reactor)
         acc.level.append(rx.level)

@@ -327,6 +327,24 @@ def test_w0_without_a_profile_runs_one_worker_and_measures(envbank, tmp_path):
     assert first.stdout.split("checksum")[1] == second.stdout.split("checksum")[1]
 
 
+def test_w0_rewrites_graph_json_only_when_its_choice_changed(envbank, tmp_path):
+    _, graph = envbank
+    path = tmp_path / costs.GRAPH_FILE
+    path.write_text(graph.dumps())
+    choice = costs.choose(graph, _profile(graph, 140_000.0), cores=2)
+    assert costs.explain(str(path), choice, Program.load(str(path)).worker_choice)
+    recorded = Program.load(str(path)).worker_choice
+    assert recorded is not None and recorded.workers == choice.workers
+    before = path.stat().st_ino  # a write replaces the file (a new inode)
+    assert costs.explain(str(path), choice, recorded)
+    assert path.stat().st_ino == before
+    other = costs.choose(graph, _profile(graph, 1.0), cores=2)
+    assert other.reason != choice.reason
+    assert costs.explain(str(path), other, recorded)
+    assert path.stat().st_ino != before
+    assert Program.load(str(path)).worker_choice.reason == other.reason
+
+
 def test_profile_files_are_checked(tmp_path):
     path = tmp_path / "profile.json"
     assert costs.Profile.load(str(path)) is None
