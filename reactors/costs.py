@@ -27,6 +27,7 @@ started: after a rebuild, or with other parameters, the next ``-w 0`` run measur
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -283,6 +284,7 @@ class Choice:
     reason: str
     measure: bool = False
     placement: tuple[int, ...] | None = None
+    inputs: str = ""
 
 
 def explain(graph_path: str, choice: Choice, recorded: WorkerChoice | None = None) -> bool:
@@ -295,6 +297,7 @@ def explain(graph_path: str, choice: Choice, recorded: WorkerChoice | None = Non
         choice.reason,
         tuple(Prediction(w, round(ns)) for w, ns in sorted(choice.predicted.items())),
         choice.placement or (),
+        choice.inputs,
     )
     if made == recorded:
         return True
@@ -348,12 +351,30 @@ def share(workers: int, cores: int, others: int) -> int:
     return -(-(workers + others) // cores)
 
 
-def choose(graph: Program, profile: Profile | None, cores: int, others: int = 0) -> Choice:
+def inputs_key(graph: Program, profile: Profile, cores: int, others: int) -> str:
+    """A digest of everything :func:`choose` decides from (the program's build, the profile,
+    the cores, the other tasks and this module's constants), so that a choice recorded in
+    graph.json (:attr:`reactors.program.WorkerChoice.inputs`) can be taken again as it is."""
+    model = (WAKE_NS, VALUE_NS, EXCHANGE_NS, BUSY_WAKE_NS, GAIN, REFINE_GROUPS, REFINE_ROUNDS)
+    what = [build_key(graph), profile.build_id, profile.tags, profile.cost, cores, others, model]
+    text = json.dumps(what, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def choose(
+    graph: Program,
+    profile: Profile | None,
+    cores: int,
+    others: int = 0,
+    recorded: WorkerChoice | None = None,
+) -> Choice:
     """The worker count for ``-w 0``: with a ``profile``, the fastest predicted count up to
     ``cores`` and the program's parallelism (one unless more are :data:`GAIN` faster);
     without a usable one, one worker, which measures (``measure``). ``others``: how many
     other tasks want a core now; a count that leaves a worker without a core of its own is
-    predicted with slower wake-ups (:data:`BUSY_WAKE_NS`) and :func:`share`."""
+    predicted with slower wake-ups (:data:`BUSY_WAKE_NS`) and :func:`share`. ``recorded``:
+    the choice graph.json holds, taken as it is if it was made from the same inputs
+    (:func:`inputs_key`; a program of a thousand reactors takes ~20 ms to weigh)."""
     costs = profile.per_rank(graph) if profile is not None else None
     if costs is None:
         why = (
@@ -362,6 +383,12 @@ def choose(graph: Program, profile: Profile | None, cores: int, others: int = 0)
             else "the profile is of another build of the program"
         )
         return Choice(1, {}, f"{why}: one worker, which measures the reactions' costs", True)
+    assert profile is not None  # it has costs
+    key = inputs_key(graph, profile, cores, others)
+    if recorded is not None and recorded.inputs == key:
+        weighed = {p.workers: float(p.ns_per_tag) for p in recorded.predicted}
+        at = recorded.placement or None
+        return Choice(recorded.workers, weighed, recorded.reason, False, at, key)
     acc = access(graph)  # once for every count tried
     top = max(1, min(cores, max_parallel(graph, acc)))
     predicted = {1: predict(graph, costs, 1)}
@@ -378,5 +405,23 @@ def choose(graph: Program, profile: Profile | None, cores: int, others: int = 0)
         shown += f" ({others} other task(s) wanting a core of {cores})"
     placement = tuple(placements[best]) if best > 1 else None
     return Choice(
-        best, predicted, f"predicted time per tag: {shown}; chose {best}", False, placement
+        best, predicted, f"predicted time per tag: {shown}; chose {best}", False, placement, key
     )
+
+
+def choose_now(
+    graph: Program,
+    profile: Profile | None,
+    cores: int,
+    others_now: Callable[[], int],
+    recorded: WorkerChoice | None = None,
+) -> Choice:
+    """:func:`choose`, counting the other tasks that want a core (``others_now()``, which
+    samples for several ms) only when the choice is more than one worker: other tasks only
+    slow the predictions of several workers (:func:`share`, :data:`BUSY_WAKE_NS`), so a
+    choice of one worker stands whatever they are."""
+    choice = choose(graph, profile, cores, 0, recorded)
+    if choice.workers == 1:
+        return choice
+    others = others_now()
+    return choice if others == 0 else choose(graph, profile, cores, others, recorded)

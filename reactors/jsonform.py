@@ -7,8 +7,8 @@ name); a :class:`~typing.NamedTuple` is a JSON array of its fields; a tuple ``tu
 a JSON array; a :class:`~enum.StrEnum` is its value; ``int``, ``str``, ``bool`` and ``None``
 are themselves.
 
-Decoding checks everything (types, presence of every field, no unknown key, known enum values
-and kinds) and raises :class:`Mismatch` naming the place of the first problem
+Decoding checks everything (types, presence of every field but those marked :func:`added`, no
+unknown key, known enum values and kinds) and raises :class:`Mismatch` naming the place of the first problem
 (``reactors[3].ports[0].kind``). A decoder is made once per type and cached, so that reading a
 large program costs little more than parsing its JSON.
 """
@@ -53,6 +53,12 @@ class Mismatch(Exception):
 def key(name: str) -> dict[str, str]:
     """Field metadata giving the field the JSON key ``name`` (for keywords, clearer names)."""
     return {"json": name}
+
+
+def added() -> dict[str, bool]:
+    """Field metadata of a field added to the format after files were written without it:
+    a missing key decodes to the field's default (the field must have one)."""
+    return {"added": True}
 
 
 def _json_key(f: dataclasses.Field) -> str:
@@ -208,6 +214,7 @@ def _object(cls: Any) -> Decoder:
     hints = typing.get_type_hints(cls)
     fields = [(_json_key(f), f.name, decoder(hints[f.name])) for f in dataclasses.fields(cls)]
     known = {k for k, _, _ in fields} | ({"kind"} if hasattr(cls, "KINDS") else set())
+    optional = {_json_key(f) for f in dataclasses.fields(cls) if f.metadata.get("added")}
 
     def obj(v: object) -> Any:
         if type(v) is not dict:
@@ -215,6 +222,8 @@ def _object(cls: Any) -> Decoder:
         args = {}
         for k, name, field_decoder in fields:
             if k not in v:
+                if k in optional:
+                    continue  # the dataclass's default
                 raise Mismatch("a value (the field is missing)", None).within("." + k)
             try:
                 args[name] = field_decoder(v[k])

@@ -202,14 +202,18 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
 
 
 def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
-    """The worker count of ``-w 0`` (:func:`reactors.costs.choose`, from the profile beside
-    the program's module); when it is one worker, the run measures and saves a profile."""
-    from .costs import GRAPH_FILE, PROFILE, Profile, choose, explain
+    """The worker count of ``-w 0`` (:func:`reactors.costs.choose_now`, from the profile
+    beside the program's module); when it is one worker, the run measures and saves a
+    profile."""
+    from .costs import GRAPH_FILE, PROFILE, Profile, choose_now, explain
     from .sync import CONTENTION
 
     folder = os.path.dirname(os.path.abspath(module.__file__ or "."))
     path = os.path.join(folder, PROFILE)
-    choice = choose(graph, Profile.load(path), CONTENTION.cores, others=CONTENTION.others_now())
+    profile = Profile.load(path)
+    choice = choose_now(
+        graph, profile, CONTENTION.cores, CONTENTION.others_now, graph.worker_choice
+    )
     explain(os.path.join(folder, GRAPH_FILE), choice, graph.worker_choice)
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from .arguments import Argument
 from .errors import GraphError, ProgramFormatError
-from .jsonform import Mismatch, decode, encode, key
+from .jsonform import Mismatch, added, decode, encode, key
 from .target import TargetSettings
 
 #: Version of the JSON form written by :meth:`Program.dumps` and accepted by :meth:`Program.load`.
@@ -427,12 +427,15 @@ class Prediction:
 class WorkerChoice:
     """What the latest ``-w 0`` run chose (that run writes it into graph.json; the compiler
     writes none): ``workers``, ``reason`` (one line), ``predicted`` (each worker count it
-    weighed) and ``placement`` (the worker of each reactor id; empty: the rules' placement)."""
+    weighed), ``placement`` (the worker of each reactor id; empty: the rules' placement) and
+    ``inputs`` (a digest of what the choice was made from: :func:`reactors.costs.inputs_key`;
+    a later run with the same inputs takes the choice as it is)."""
 
     workers: int
     reason: str
     predicted: tuple[Prediction, ...] = ()
     placement: tuple[int, ...] = ()
+    inputs: str = field(default="", metadata=added())
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ free-running tag agreement, waiting under contention and the automatic worker co
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -13,10 +15,11 @@ from conftest import ROOT, build, run_digest, same_on_any_workers
 
 from reactors import costs, shm
 from reactors.codec import Packer, Unpacker
+from reactors.errors import GraphError
 from reactors.placement import place
 from reactors.plan import free_running, make_plan
 from reactors.port import Port
-from reactors.program import Program
+from reactors.program import Prediction, Program, WorkerChoice
 from reactors.sync import C_PACK, LOADAVG_ENV, Contention, Control
 from reactors.topology import Crossing, batches
 
@@ -343,6 +346,49 @@ def test_w0_rewrites_graph_json_only_when_its_choice_changed(envbank, tmp_path):
     assert costs.explain(str(path), other, recorded)
     assert path.stat().st_ino != before
     assert Program.load(str(path)).worker_choice.reason == other.reason
+
+
+def test_w0_takes_a_recorded_choice_made_from_the_same_inputs(envbank):
+    _, graph = envbank
+    heavy = _profile(graph, 140_000.0)
+    made = costs.choose(graph, heavy, cores=2)
+    assert made.workers == 2 and made.inputs
+    # a recorded choice with the same inputs is taken as it is (here, a doctored reason)
+    recorded = WorkerChoice(2, "recorded", (Prediction(1, 5), Prediction(2, 3)), (), made.inputs)
+    again = costs.choose(graph, heavy, cores=2, recorded=recorded)
+    assert (again.workers, again.reason, again.predicted) == (2, "recorded", {1: 5.0, 2: 3.0})
+    # other inputs (another task wants a core, another profile) are weighed anew
+    busy = costs.choose(graph, heavy, cores=2, others=1, recorded=recorded)
+    assert busy.workers == 1 and busy.inputs != made.inputs
+    light = costs.choose(graph, _profile(graph, 1.0), cores=2, recorded=recorded)
+    assert light.reason != "recorded"
+
+
+def test_w0_counts_other_tasks_only_when_it_would_take_several_workers(envbank):
+    _, graph = envbank
+    asked = []
+
+    def others(n):
+        return lambda: asked.append(n) or n
+
+    assert costs.choose_now(graph, _profile(graph, 1.0), 2, others(1)).workers == 1
+    assert asked == []  # one worker whatever the other tasks: not sampled
+    assert costs.choose_now(graph, _profile(graph, 140_000.0), 2, others(0)).workers == 2
+    assert costs.choose_now(graph, _profile(graph, 140_000.0), 2, others(1)).workers == 1
+    assert asked == [0, 1]
+
+
+def test_a_graph_json_written_before_a_field_was_added_still_loads(envbank, tmp_path):
+    _, graph = envbank
+    data = json.loads(dataclasses.replace(graph, worker_choice=WorkerChoice(1, "why")).dumps())
+    del data["worker_choice"]["inputs"]  # as -w 0 wrote it before choices had inputs
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps(data))
+    assert Program.load(str(path)).worker_choice == WorkerChoice(1, "why")
+    data["worker_choice"]["reason"] = None
+    path.write_text(json.dumps(data))
+    with pytest.raises(GraphError, match="reason"):
+        Program.load(str(path))
 
 
 def test_profile_files_are_checked(tmp_path):
