@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import statistics
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -186,6 +185,8 @@ class Calibrator:
 
 def _typical(times: list[int]) -> float:
     """The median of a reaction's call times (ns): robust to calls that the OS preempted."""
+    import statistics  # here: only a measuring run needs it (4 ms to import)
+
     return float(statistics.median(times)) if times else 0.0
 
 
