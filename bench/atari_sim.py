@@ -36,6 +36,7 @@ def game(env_id: str) -> str:
 def ale_vector_rate(env_id: str, n: int, rounds: int, warmup: int) -> float:
     """Steps/s of ale-py's ``AtariVectorEnv`` (one thread per core)."""
     from ale_py.vector_env import AtariVectorEnv
+    from gymnasium.spaces import Discrete
 
     name = "".join("_" + c.lower() if c.isupper() else c for c in game(env_id)).lstrip("_")
     env = AtariVectorEnv(
@@ -56,7 +57,9 @@ def ale_vector_rate(env_id: str, n: int, rounds: int, warmup: int) -> float:
     )
     try:
         env.reset(seed=SEED)
-        return n / _random_steps(env, env.single_action_space.n, n, rounds, warmup)
+        actions = env.single_action_space
+        assert isinstance(actions, Discrete)  # Atari's actions are numbered
+        return n / _random_steps(env, int(actions.n), n, rounds, warmup)
     finally:
         env.close()
 

@@ -58,6 +58,7 @@ def run(quick: bool) -> list[Row]:
     rounds, ray_rounds = (50, 20) if quick else (1000, 100)
     ours = {n: ours_ms(n, rounds) for n in SIZES}
     rows = []
+    theirs: dict[int, float | None]
     try:
         with ray_session() as ray:
             theirs = {n: ray_ms(ray, n, ray_rounds) for n in SIZES}
@@ -76,7 +77,8 @@ def run(quick: bool) -> list[Row]:
                 note=f"{rounds} rounds; target: Ray / ours >= 3",
             )
         )
-        ratio = theirs[n] / ours[n] if theirs[n] else None
+        ray_n = theirs[n]
+        ratio = ray_n / ours[n] if ray_n else None
         rows.append(
             Row(
                 w,

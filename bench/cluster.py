@@ -29,6 +29,7 @@ between hosts add the wire's latency to both sides.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -138,7 +139,7 @@ def run(quick: bool) -> list[Row]:
     try:
         cluster.add_node(num_cpus=1, resources={"other": 1})
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        ray.init(address=cluster.address, logging_level=logging.ERROR, log_to_driver=False)
         try:
             trips = _round_trips(ray, cluster.address, n, reps, calls)
             gym = _ours_gym(cluster.address, gym_rounds)

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from reactors.build import build as instantiate
 from reactors.clock import Clock
@@ -82,7 +83,7 @@ def scheduler_seconds(module: ModuleType, program: Program, n: int) -> float:
     t0 = time.perf_counter()
     sched.run()
     dt = time.perf_counter() - t0
-    pong = next(i.obj for i in built.instances if i.name == "PingPong.pong")
+    pong: Any = next(i.obj for i in built.instances if i.name == "PingPong.pong")
     if pong.count != n:
         raise RuntimeError(f"wrong result: pong saw {pong.count} messages, expected {n}")
     return dt

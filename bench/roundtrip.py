@@ -32,6 +32,7 @@ A, B, SLEEP_A, SLEEP_B = 20, 21, 30, 31  # free cells of a Control block for 2 w
 
 def _pong(name: str, n: int, fds) -> None:
     seg = Segment(name)
+    assert seg.buf is not None  # an open segment has its buffer
     ctl = Control(seg.buf, 2, 0)
     cells = ctl.cells
     bells = [FdBell(fds[0].detach()), FdBell(fds[1].detach())]
@@ -48,6 +49,7 @@ def floor_us(n: int) -> float:
 
     name = f"lfbenchrt{mp.current_process().pid}"
     seg = Segment(name, True, Control.size(2, 0))
+    assert seg.buf is not None  # an open segment has its buffer
     ctl = Control(seg.buf, 2, 0)
     cells = ctl.cells
     fds = [FdBell.new(), FdBell.new()]
