@@ -172,7 +172,7 @@ class NetControl(Control):
         c[b + REV] += 1
         link.cell(b + REV, c[b + REV])
 
-    def write_cells(self, first: int, values: tuple[int, ...]) -> None:
+    def write_cells(self, first: int, values: tuple[int, int, int, int]) -> None:
         """As :meth:`Control.write_cells`, queued as one frame for every other node."""
         self.plain.write_cells(first, values)
         end = first + len(values)

@@ -22,7 +22,6 @@ import os
 import select
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
 from typing import Protocol
@@ -168,10 +167,11 @@ class Control:
         """Make this process's writes so far visible to every worker: here they already are
         (the network transport's block, :class:`reactors.net.NetControl`, sends them)."""
 
-    def write_cells(self, first: int, values: tuple[int, ...]) -> None:
-        """Store ``values`` in the cells from ``first`` on: data cells that a later write
-        publishes (e.g. a free-running worker's report, published by its ``DONE``)."""
-        self.cells[first : first + len(values)] = array("q", values)
+    def write_cells(self, first: int, values: tuple[int, int, int, int]) -> None:
+        """Store the four ``values`` in the cells from ``first`` on: data cells that a later
+        write publishes (a free-running worker's report, published by its ``DONE``)."""
+        c = self.cells
+        c[first], c[first + 1], c[first + 2], c[first + 3] = values
 
     def set_done(self, w: int, seq: int, may_wait: bool = False) -> None:
         """Worker ``w`` completed tag number ``seq`` (its ``DONE`` cell). ``may_wait``: the

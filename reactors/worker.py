@@ -208,13 +208,13 @@ class WorkerScheduler(Scheduler):
             engine.finished = True
 
     def send_output(self) -> None:
-        """Send what the reactions printed during the current tag to the coordinator."""
-        port, writers = self.link.output
+        """Send what the reactions printed during the current tag to the coordinator. Nothing
+        printed, nothing is sent: the channel of this tag's parity then still holds an earlier
+        tag's number, which reads as no text (:func:`reactors.coordinator.write_output`)."""
         if self.captured.chunks:
+            port, writers = self.link.output
             port._v, port._p = self.captured.take(), True
-        else:  # nothing printed: the channel says absent (its old value is never read)
-            port._p = False
-        writers[self.seq & 1].publish(self.seq)
+            writers[self.seq & 1].publish(self.seq)
 
     # ------------------------------------------------------------------ between tags
 
