@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from .arguments import beneath
 from .build import build
-from .checkpoint import attach, policy_of, usable, with_arguments
+from .checkpoint import attach, with_arguments
+from .checkpoint_policy import policy_of
 from .clock import Clock
 from .context import CTX
 from .errors import (
@@ -44,6 +45,7 @@ from .recording import ReplayError, load, manifest
 from .replay import Tape, tape_for
 from .scheduler import Scheduler
 from .snapshot import SnapshotError
+from .snapshot_file import usable
 from .target import DEFAULTS
 
 if TYPE_CHECKING:

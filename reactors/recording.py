@@ -26,9 +26,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checkpoint import fingerprint, graph_hash
 from .engine import TagPair
 from .program import Program
+from .snapshot_file import fingerprint, graph_hash
 
 MAGIC = b"LFRECORDING 2\n"
 #: What every version's MAGIC starts with.

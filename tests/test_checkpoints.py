@@ -23,7 +23,7 @@ from conftest import ROOT, build, run_program
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reactors import checkpoint
+from reactors import snapshot_file
 
 FIXTURES = ROOT / "tests" / "checkpoint_fixtures"
 ONE = ("-w", "1")
@@ -294,7 +294,7 @@ def test_killed_run_resumes_from_its_last_snapshot(resumable, tmp_path_factory, 
     time.sleep(kill_ms / 1000)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    snapshot = Path(checkpoint.newest(str(folder)))
+    snapshot = Path(snapshot_file.newest(str(folder)))
     tag = tag_of(snapshot)
     digest, stdout = digest_of(
         resumable.launcher, "--resume", str(folder), *timing, *VARIANTS[variant]

@@ -25,7 +25,7 @@ import pytest
 import torch
 from conftest import ROOT, build
 
-from reactors import checkpoint
+from reactors import snapshot_file
 from rl_algos import salvage
 from rl_algos.metrics import ScalarLog
 from rl_algos.runlog import EpisodeLog
@@ -80,7 +80,7 @@ def finish(proc: subprocess.Popen, cwd: Path) -> int:
 
 def newest_tags(folder: Path) -> int:
     """Tags counted by the newest snapshot in ``folder`` (0: none yet)."""
-    names = [p.name for p in folder.glob(f"*{checkpoint.SUFFIX}")]
+    names = [p.name for p in folder.glob(f"*{snapshot_file.SUFFIX}")]
     return max((int(n.split(".")[-2]) for n in names), default=0)
 
 
@@ -123,7 +123,7 @@ def assert_killed_run_resumes(
     cwd = out / "killed"
     kill_after(start(launcher, cwd, *args, *workers), cwd, name, tags, delay)
     run_dir = run_dir_in(cwd, name)
-    resumed_from = checkpoint.newest(str(run_dir))
+    resumed_from = snapshot_file.newest(str(run_dir))
     assert resumed_from.startswith(str(run_dir / "checkpoints")), where
     again = out / "resumed"  # another directory: the run goes on in its own
     finish(start(launcher, again, "--resume", str(run_dir), *ONE), again)
