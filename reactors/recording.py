@@ -6,7 +6,7 @@ main parameters given on the command line, which a replay takes too), then chunk
 8-byte big-endian length and a pickle of a list of records: first ``("w", (port, ...))``, the
 ports the recorder checks (None: all), then ``("a", elapsed ns, microstep, action, value)``,
 ``("c", elapsed ns, microstep, reactor, value ns)``, ``("d", elapsed ns, microstep, (port,
-...), [crc, ...])`` at each tag the recorder checked (:func:`reactors.replay.sums_of`: the
+...), [crc, ...])`` at each tag the recorder checked (:func:`reactors.checksums.sums_of`: the
 ports present among those it checks), ``("t", elapsed ns, microstep)``, the latest tag ended,
 at the end of each chunk, and ``("end", elapsed ns, microstep)``. A chunk is written every
 :data:`CHUNK` records or :data:`FLUSH_S` seconds and at the end; a run that is killed leaves
@@ -52,7 +52,7 @@ class Recording:
 
     ``events``: physical action full name -> its events ``(t, m, value)`` in tag order;
     ``clocks``: (t, m, reactor) -> the physical times (ns) its reactions read; ``digests``:
-    tag -> port full name -> CRC-32 (:func:`reactors.replay.sums_of`) of the ports present;
+    tag -> port full name -> CRC-32 (:func:`reactors.checksums.sums_of`) of the ports present;
     ``checked``: tag -> the ports checked there (None: all), for the tags checked; ``end``:
     the final tag when the run finished, else None; ``last``: the last tag the file shows ended.
     """

@@ -21,16 +21,16 @@ clock (it runs as ``--fast``), so a recording that waited for physical events re
 as the reactions run.
 
 **Per-tag digests.** The recording also holds, for the tags it checks, a CRC-32 of every port
-value present at their end (:func:`crc`). A replay compares each of those tags as it ends and
-stops at the first that differs, naming the tag, the reactor, the port and the value it now
-has (shortened): a replay after a code change shows where the new code first departs from the
-recorded run. On several workers, each worker checks the ports it writes and stops at its own
-first difference. Hashing every value of every tag costs a fixed time per value (~0.5 µs);
-where the tags are that short (a program stepping 15 environments in 0.2 ms, say), checking
-every one would slow the recorded run by a fifth. So a recorder checks a tag only while its
-checks so far took at most :data:`CHECK_BUDGET` of the run's time: every tag of a program whose
-tags take milliseconds, evenly spread tags of a faster one (the replay then names the first
-checked tag that differs). ``--record-every-tag`` checks them all.
+value present at their end (:func:`reactors.checksums.crc`). A replay compares each of those
+tags as it ends and stops at the first that differs, naming the tag, the reactor, the port and
+the value it now has (shortened): a replay after a code change shows where the new code first
+departs from the recorded run. On several workers, each worker checks the ports it writes and
+stops at its own first difference. Hashing every value of every tag costs a fixed time per
+value (~0.5 µs); where the tags are that short (a program stepping 15 environments in 0.2 ms,
+say), checking every one would slow the recorded run by a fifth. So a recorder checks a tag
+only while its checks so far took at most :data:`CHECK_BUDGET` of the run's time: every tag of
+a program whose tags take milliseconds, evenly spread tags of a faster one (the replay then
+names the first checked tag that differs). ``--record-every-tag`` checks them all.
 
 The file, written in chunks as the run goes, is described in :mod:`reactors.recording`.
 """
@@ -38,11 +38,9 @@ The file, written in chunks as the run goes, is described in :mod:`reactors.reco
 from __future__ import annotations
 
 import json
-import marshal
 import pickle
 import sys
 import threading
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -52,85 +50,25 @@ from typing import TYPE_CHECKING, Any
 
 from .action import Action, PhysicalAction
 from .arguments import to_pairs
+from .checksums import sums_of
 from .clock import Clock
 from .context import CTX
 from .engine import TagPair, Timing
 from .port import CHANNELS, Port
 from .reaction import Reaction
 from .recording import CHUNK, FLUSH_S, LENGTH, MAGIC, Recording, ReplayError, load, manifest
-from .trace import encode
 
 if TYPE_CHECKING:
     from .program import Program
     from .scheduler import Scheduler
 
-__all__ = ["ReplayError", "Recorder", "Replayer", "Tape", "crc", "load", "sums_of", "tape_for"]
+__all__ = ["ReplayError", "Recorder", "Replayer", "Tape", "load", "tape_for"]
 
 #: How long a value may be when a divergence names it.
 SHORT = 120
 #: The share of a recorded run's time its per-tag checks may take (``--record-every-tag``:
 #: no limit).
 CHECK_BUDGET = 0.05
-
-
-#: numpy's type number of object arrays: the numbers of numbers are below it.
-_OBJECT = 17
-#: Types whose ``marshal`` form is their stable encoding (containers checked by marshal).
-_MARSHALLED = frozenset((int, float, bool, str, bytes, tuple, list, dict, type(None)))
-
-
-def crc(value: Any) -> int:
-    """The CRC-32 of a port value: for a numpy array of numbers, of its bytes (in place when
-    C-contiguous) started from its dtype number and rank (not its shape: a reshape alone,
-    bytes unchanged, is not seen); for the built-in types marshal
-    takes (numbers, strings, bytes, and tuples, lists and dicts of them), of its ``marshal``
-    form; else of its stable encoding (:func:`reactors.trace.encode`). The same value gives
-    the same CRC in any process of the same Python (sets of strings excepted: run with a
-    fixed ``PYTHONHASHSEED``)."""
-    cls = value.__class__
-    if cls in _MARSHALLED:
-        try:
-            return zlib.crc32(marshal.dumps(value))
-        except ValueError:  # holds a type marshal does not take
-            return zlib.crc32(encode(value))
-    np = sys.modules.get("numpy")
-    if np is not None and cls is np.ndarray and value.dtype.num < _OBJECT:
-        start = value.dtype.num | (value.ndim << 8)
-        try:
-            return zlib.crc32(value, start)
-        except (BufferError, ValueError):  # not C-contiguous
-            return zlib.crc32(value.tobytes(), start)
-    return zlib.crc32(encode(value))
-
-
-def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list[str], list[int]]:
-    """The per-tag digest of the ports in ``present`` (those named in ``watch``; None: all):
-    their full names and CRC-32s (:func:`crc`). It runs at every tag of a recording, so the
-    common values (arrays of numbers, built-ins) are hashed in comprehensions, one pass each,
-    the rest (and a tag where one of those fails) value by value."""
-    if watch is None:
-        ports = [p for p in present if p.__class__ in CHANNELS]
-    else:
-        ports = [p for p in present if p.__class__ in CHANNELS and p._name in watch]
-    values: list[Any] = [p._v for p in ports]
-    crc32, plain = zlib.crc32, _MARSHALLED
-    dumps: Callable[[Any], bytes] = marshal.dumps
-    np = sys.modules.get("numpy")
-    nd = None if np is None else np.ndarray
-    try:
-        sums: list = [
-            crc32(dumps(v))
-            if v.__class__ in plain
-            else crc32(v, num | (v.ndim << 8))
-            if v.__class__ is nd and (num := v.dtype.num) < _OBJECT
-            else None
-            for v in values
-        ]
-    except (ValueError, BufferError):  # a container marshal refuses, an array not contiguous
-        sums = [None] * len(values)
-    if None in sums:
-        sums = [crc(v) if c is None else c for v, c in zip(values, sums)]
-    return [p._name for p in ports], sums
 
 
 def shorten(value: Any, limit: int = SHORT) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build, run_program
 
-from reactors import replay
+from reactors import checksums, replay
 
 FIXTURES = ROOT / "tests" / "replay_fixtures"
 VARIANTS = [("-w", "1"), ("-w", "2"), ("-w", "2", "--backend", "threads"), ("-w", "3")]
@@ -161,7 +161,7 @@ def test_digest_keys_tell_values_dtypes_and_shapes_apart():
             p = Port(f"main.p{i}")
             p._v = v
             ports.append(p)
-        keys, sums = replay.sums_of(ports, None)
+        keys, sums = checksums.sums_of(ports, None)
         return list(zip(keys, sums))
 
     a = np.arange(6, dtype=np.float32)
@@ -174,7 +174,7 @@ def test_digest_keys_tell_values_dtypes_and_shapes_apart():
     objects = np.array([(1, 2), "x"], dtype=object)
     assert digest(objects) == digest(np.array([(1, 2), "x"], dtype=object))  # by value
     assert digest(objects) != digest(np.array([(1, 2), "y"], dtype=object))
-    assert replay.crc(np.float64(2.5)) == replay.crc(np.float64(2.5)) != replay.crc(2.5)
+    assert checksums.crc(np.float64(2.5)) == checksums.crc(np.float64(2.5)) != checksums.crc(2.5)
 
 
 #: Tags of a Counter run (``--count``), and the one from which the changed copy departs.
