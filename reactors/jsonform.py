@@ -8,8 +8,8 @@ a JSON array; a :class:`~enum.StrEnum` is its value; ``int``, ``str``, ``bool`` 
 are themselves.
 
 Decoding checks everything (types, presence of every field but those marked :func:`added`, no
-unknown key, known enum values and kinds) and raises :class:`Mismatch` naming the place of the first problem
-(``reactors[3].ports[0].kind``). A decoder is made once per type and cached, so that reading a
+unknown key, known enum values and kinds) and raises :class:`Mismatch` naming the place of the
+first problem (``reactors[3].ports[0].kind``). A decoder is made once per type and cached, so that reading a
 large program costs little more than parsing its JSON.
 """
 

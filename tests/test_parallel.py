@@ -257,6 +257,30 @@ def test_interrupts_stop_cleanly(faults, how):
 # --------------------------------------------------------------------------- compiler, records
 
 
+def test_tags_where_a_worker_prints_nothing_print_nothing_of_it(tmp_path):
+    # a worker sends its stdout only at the tags where it printed; its channel for the
+    # other tags of a parity still names an older tag, which must read as no text
+    src = tmp_path / "Sparse.lf"
+    src.write_text(
+        "target Python { fast: true }\n"
+        "reactor P(every = 2) {\n"
+        "  timer t(0, 1 msec)\n  state n = 0\n"
+        "  reaction(t) {=\n"
+        "    if self.n % self.every == 0:\n"
+        "        print(f'{self.every} {self.n}')\n"
+        "    self.n += 1\n"
+        "    if self.n == 12:\n        request_stop()\n"
+        "  =}\n}\n"
+        "main reactor { @worker(0) a = new P(every = 3)\n @worker(1) b = new P(every = 5) }\n"
+    )
+    launcher = build(src, tmp_path / "out")
+    want = [f"{k} {n}" for k in (3, 5) for n in range(12) if n % k == 0]
+    one, two = run_program(launcher, "-w", "1"), run_program(launcher, "-w", "2")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    assert two.stdout == one.stdout
+    assert sorted(one.stdout.split("\n")[:-1]) == sorted(want)
+
+
 def test_graph_json_has_placement_and_pins(tmp_path):
     src = tmp_path / "Pins.lf"
     src.write_text(
