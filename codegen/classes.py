@@ -85,7 +85,7 @@ class ReactorClass:
     def local_kind(self, name: str, role: str) -> str | None:
         """What a name without a container means in a reaction's list ``role`` ("trigger",
         "source" or "effect"): "builtin", "port", "action", "timer" or "mode" (a mode only as
-        an effect); None when it names nothing (an error, reported by :mod:`codegen.check`).
+        an effect); None when it names nothing (an error, reported by :mod:`codegen.class_check`).
         """
         kind = self._member_kinds.get(name)
         if name in BUILTIN_TRIGGERS and role == "trigger" and kind != "port":

@@ -12,7 +12,8 @@ from reactors.program import load as load_program
 
 from . import protobufs, tree
 from .analyse import Analysis, analyse
-from .check import check_classes, check_defines, check_files, find_main
+from .check import check_defines, check_files, find_main
+from .class_check import check_classes
 from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .elaborate import elaborate

@@ -300,7 +300,7 @@ class Elaborator:
 
     def _ref_channels(self, inst: Instance, ref: tree.VarRef) -> list[Channel]:
         """Channels of a connection endpoint, bank-major or (interleaved) port-major (names
-        were checked by :mod:`codegen.check`)."""
+        were checked by :mod:`codegen.class_check`)."""
         if ref.container is None:
             return inst.channels(ref.name)
         members = inst.children.get(ref.container)
@@ -351,7 +351,7 @@ def elaborate(
 
     ``defines`` maps main-reactor parameters to the values given by ``lfc -D`` (checked
     by :func:`codegen.check.check_defines`); they replace the defaults of the main instance.
-    Names were resolved by :mod:`codegen.check`. Errors in values (bad widths or times) and
+    Names were resolved by :mod:`codegen.class_check`. Errors in values (bad widths or times) and
     cyclic instantiation are reported through ``rep``; the caller calls ``rep.check()``.
     """
     return Elaborator(rep, delay_classes, defines or {}).run(main)

@@ -41,7 +41,7 @@ def build_reaction(
     inst: Instance, index: int, node: tree.Reaction, mode: str | None, rep: Reporter
 ) -> ReactionInst:
     """One declared reaction of ``inst`` with its references and arguments; a bad deadline
-    value is reported through ``rep`` (names were checked by :mod:`codegen.check`)."""
+    value is reported through ``rep`` (names were checked by :mod:`codegen.class_check`)."""
     r = ReactionInst(
         id=-1,
         owner=inst,
@@ -110,7 +110,7 @@ def _resolve(
     inst: Instance, ref: tree.VarRef | tree.ModeTransition, role: str, args: _Args
 ) -> list[Ref]:
     """The references ``ref`` makes from a reaction of ``inst``; names were resolved (and
-    unknown ones reported) by :mod:`codegen.check`."""
+    unknown ones reported) by :mod:`codegen.class_check`."""
     if isinstance(ref, tree.ModeTransition):
         return [_mode(ref.mode, ref.kind, args)]
     if ref.container is not None:
