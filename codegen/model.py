@@ -12,6 +12,7 @@ import ipaddress
 import os
 
 from reactors import program as pm
+from reactors import refs
 
 from . import tree
 from .analyse import Analysis
@@ -143,10 +144,10 @@ def _reaction(r: ReactionInst, analysis: Analysis) -> pm.ReactionSpec:
         deadline=r.deadline,
         deadline_function=r.deadline_function,
         mode=r.mode,
-        triggers=pm.decode_refs([t.to_json() for t in r.triggers]),
-        sources=pm.decode_refs([t.to_json() for t in r.sources]),
-        effects=pm.decode_refs([t.to_json() for t in r.effects]),
-        args=pm.decode_args(r.args),
+        triggers=refs.decode_refs([t.to_json() for t in r.triggers]),
+        sources=refs.decode_refs([t.to_json() for t in r.sources]),
+        effects=refs.decode_refs([t.to_json() for t in r.effects]),
+        args=refs.decode_args(r.args),
         level=level,
         inferred_deadline=inferred_deadline,
         rank=rank,
@@ -157,8 +158,8 @@ def _reaction(r: ReactionInst, analysis: Analysis) -> pm.ReactionSpec:
 
 def _connection(c: ConnectionView) -> pm.Connection:
     return pm.Connection(
-        sources=tuple(pm.PortKey(*e) for e in c.lhs),
-        destinations=tuple(pm.PortKey(*e) for e in c.rhs),
+        sources=tuple(refs.PortKey(*e) for e in c.lhs),
+        destinations=tuple(refs.PortKey(*e) for e in c.rhs),
         delay=c.delay,
         physical=c.physical,
         iterated=c.iterated,

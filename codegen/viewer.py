@@ -39,28 +39,30 @@ import jinja2
 
 from reactors.errors import GraphError
 from reactors.program import (
-    FORWARD,
     PLAIN_WIDTH,
-    ActionRef,
     ActionSpec,
-    BuiltinTrigger,
     ClusterRun,
     Connection,
-    ModeRef,
     Policy,
-    PortKey,
     PortKind,
-    PortRef,
     PortSpec,
     Program,
     ReactionSpec,
-    Ref,
-    TimerRef,
     TimerSpec,
-    Transition,
     WorkerChoice,
 )
 from reactors.reaction import reaction_index, reaction_number
+from reactors.refs import (
+    FORWARD,
+    ActionRef,
+    BuiltinTrigger,
+    ModeRef,
+    PortKey,
+    PortRef,
+    Ref,
+    TimerRef,
+    Transition,
+)
 from reactors.units import format_duration as format_time
 
 HERE = Path(__file__).resolve().parent

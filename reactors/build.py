@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from . import program as spec
+from . import refs
 from .action import Action, PhysicalAction
 from .arguments import values as argument_values
 from .errors import BuildFailure, GraphError, SourceMap
@@ -318,8 +319,8 @@ class _Builder:
     def _reaction(self, rx: spec.ReactionSpec) -> Reaction:
         inst = self.instances[rx.reactor]
         args = [self._arg(inst, a) for a in rx.args]
-        mutable = [i for i, a in enumerate(rx.args) if isinstance(a, spec.MutableArg)]
-        if rx.function == spec.FORWARD:
+        mutable = [i for i, a in enumerate(rx.args) if isinstance(a, refs.MutableArg)]
+        if rx.function == refs.FORWARD:
             named = {a.name: v for a, v in zip(rx.args, args)}
             body = forward(named.get("src", []), named.get("dst", []))
         else:
@@ -338,7 +339,7 @@ class _Builder:
             deadline=rx.deadline,
             mode=self._mode_of(inst, rx.mode),
             mutable=mutable,
-            is_shutdown=spec.BuiltinTrigger(spec.Builtin.SHUTDOWN) in rx.triggers,
+            is_shutdown=refs.BuiltinTrigger(refs.Builtin.SHUTDOWN) in rx.triggers,
             file=rx.file,
             line=rx.line,
         )
@@ -349,18 +350,18 @@ class _Builder:
             raise GraphError(f"class {inst.spec.pyclass} has no method '{name}'")
         return fn
 
-    def _arg(self, inst: Instance, a: spec.Arg) -> Any:
-        if isinstance(a, (spec.PortArg, spec.MutableArg)):
+    def _arg(self, inst: Instance, a: refs.Arg) -> Any:
+        if isinstance(a, (refs.PortArg, refs.MutableArg)):
             return self._capsule(a.reactor, a.port)
-        if isinstance(a, spec.ActionArg):
+        if isinstance(a, refs.ActionArg):
             return self._named(self.actions, inst.id, a.action, "action")
-        if isinstance(a, spec.ContainedArg):
+        if isinstance(a, refs.ContainedArg):
             return self._make(a.reactor, a.ports)
-        if isinstance(a, spec.BankArg):
+        if isinstance(a, refs.BankArg):
             return [self._make(rid, a.ports) for rid in a.reactors]
-        if isinstance(a, spec.BankPortsArg):
+        if isinstance(a, refs.BankPortsArg):
             return [self._capsule(rid, a.port) for rid in a.reactors]
-        if isinstance(a, spec.ModeArg):
+        if isinstance(a, refs.ModeArg):
             if inst.modal is None or a.mode not in inst.modal.modes:
                 raise GraphError(f"{inst.name} has no mode '{a.mode}'")
             cap = ModeCapsule(inst.modal, inst.modal.modes[a.mode], a.transition.value)
@@ -373,7 +374,7 @@ class _Builder:
 
     def _register(
         self,
-        trig: spec.Ref,
+        trig: refs.Ref,
         r: Reaction,
         rx: spec.ReactionSpec,
         triggers: dict[Port | Action | Timer, set[int]],
@@ -381,20 +382,20 @@ class _Builder:
         shutdown: list[Reaction],
     ) -> None:
         inst = self.instances[rx.reactor]
-        if isinstance(trig, spec.BuiltinTrigger):
-            if trig.kind == spec.Builtin.STARTUP:
+        if isinstance(trig, refs.BuiltinTrigger):
+            if trig.kind == refs.Builtin.STARTUP:
                 (startup if r.mode is None else r.mode.startup).append(r.rank)
-            elif trig.kind == spec.Builtin.SHUTDOWN:
+            elif trig.kind == refs.Builtin.SHUTDOWN:
                 shutdown.append(r)
             elif r.mode is not None:  # reset
                 r.mode.reset.append(r.rank)
-        elif isinstance(trig, spec.TimerRef):
+        elif isinstance(trig, refs.TimerRef):
             timer = self._named(self.timers, inst.id, trig.name, "timer")
             triggers.setdefault(timer, set()).add(r.rank)
-        elif isinstance(trig, spec.ActionRef):
+        elif isinstance(trig, refs.ActionRef):
             action = self._named(self.actions, inst.id, trig.name, "action")
             triggers.setdefault(action, set()).add(r.rank)
-        elif isinstance(trig, spec.PortRef):
+        elif isinstance(trig, refs.PortRef):
             for port in self._roots(trig.reactor, trig.name):
                 triggers.setdefault(port, set()).add(r.rank)
         else:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .program import ChannelKey, Program, ReactorInstance
+from .program import Program, ReactorInstance
+from .refs import ChannelKey
 from .topology import Access, access
 
 

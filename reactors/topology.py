@@ -9,7 +9,7 @@ Vocabulary: a *channel key* is ``(reactor id, port name, channel index)``; its *
 key reached by following zero-delay connections upstream (docs/PROGRAM.md); every channel of
 a root shares the root's value and presence. A reaction is identified by its *rank*: its
 position in the order ``(model rank, id)``, exactly as :func:`reactors.build.build` numbers it.
-Channel keys are :class:`reactors.program.ChannelKey` (plain tuples compare equal to them).
+Channel keys are :class:`reactors.refs.ChannelKey` (plain tuples compare equal to them).
 """
 
 from __future__ import annotations
@@ -17,17 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .program import (
-    Builtin,
-    BuiltinTrigger,
-    ChannelKey,
-    ChannelsArg,
-    PortKey,
-    PortRef,
-    Program,
-    ReactionSpec,
-    Ref,
-)
+from .program import Program, ReactionSpec
+from .refs import Builtin, BuiltinTrigger, ChannelKey, ChannelsArg, PortKey, PortRef, Ref
 
 
 def order(program: Program) -> list[ReactionSpec]:

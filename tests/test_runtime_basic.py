@@ -5,7 +5,7 @@ import pytest
 from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, Make, ReactorBase, lf, request_stop
-from reactors.program import BankArg, BankPortsArg, ChannelKey, ChannelsArg
+from reactors.refs import BankArg, BankPortsArg, ChannelKey, ChannelsArg
 
 LOG = []
 

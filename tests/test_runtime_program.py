@@ -9,18 +9,8 @@ from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import ReactorBase
 from reactors.errors import GraphError, ProgramFormatError
-from reactors.program import (
-    FORMAT_VERSION,
-    PLAIN_WIDTH,
-    BankArg,
-    ChannelKey,
-    ChannelsArg,
-    LineRange,
-    MutableArg,
-    PortKind,
-    Program,
-    load,
-)
+from reactors.program import FORMAT_VERSION, PLAIN_WIDTH, LineRange, PortKind, Program, load
+from reactors.refs import BankArg, ChannelKey, ChannelsArg, MutableArg
 
 
 def small_program() -> Program:

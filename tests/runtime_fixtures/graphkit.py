@@ -18,6 +18,7 @@ import types
 from collections.abc import Callable, Sequence
 
 from reactors import program as pm
+from reactors import refs
 from reactors.api import ReactorBase
 from reactors.launch import run_graph
 
@@ -116,7 +117,7 @@ class Kit:
         triggers: Sequence[Item] = (),
         sources: Sequence[Item] = (),
         effects: Sequence[Item] = (),
-        args: Sequence[pm.Arg] | None = None,
+        args: Sequence[refs.Arg] | None = None,
         deadline: int | None = None,
         mode: str | None = None,
         name: str | None = None,
@@ -157,8 +158,8 @@ class Kit:
         for i in range(width):
             self.channels.append(pm.Channel(src, sport, src_ch + i, dst, dport, dst_ch + i))
 
-    def _default_args(self, rid: int, items: list[Item], mutable: Sequence[str]) -> list[pm.Arg]:
-        args: list[pm.Arg] = []
+    def _default_args(self, rid: int, items: list[Item], mutable: Sequence[str]) -> list[refs.Arg]:
+        args: list[refs.Arg] = []
         seen: set = set()
         contained: dict[int, int] = {}  # child id -> position in args
         for t in items:
@@ -166,18 +167,18 @@ class Kit:
                 continue
             seen.add(t)
             if t[0] == "action":
-                args.append(pm.ActionArg(t[1], t[1]))
+                args.append(refs.ActionArg(t[1], t[1]))
             elif t[0] == "mode":
-                args.append(pm.ModeArg(t[1], t[1], pm.Transition(t[2])))
+                args.append(refs.ModeArg(t[1], t[1], refs.Transition(t[2])))
             elif t[1] == rid:
-                arg = pm.MutableArg if t[2] in mutable else pm.PortArg
+                arg = refs.MutableArg if t[2] in mutable else refs.PortArg
                 args.append(arg(t[2], rid, t[2]))
             elif t[1] in contained:
                 c = args[contained[t[1]]]
                 args[contained[t[1]]] = dataclasses.replace(c, ports=(*c.ports, t[2]))
             else:
                 contained[t[1]] = len(args)
-                args.append(pm.ContainedArg(self.reactors[t[1]].short, t[1], (t[2],)))
+                args.append(refs.ContainedArg(self.reactors[t[1]].short, t[1], (t[2],)))
         return args
 
     # ------------------------------------------------------------------ analysis
@@ -248,11 +249,11 @@ class Kit:
         readers: dict[tuple, list[pm.ReactionSpec]] = {}
         for r in rx:
             for t in r.triggers + r.sources:
-                if isinstance(t, pm.PortRef):
+                if isinstance(t, refs.PortRef):
                     readers.setdefault((t.reactor, t.name), []).append(r)
         for r in rx:
             for e in r.effects:
-                if isinstance(e, pm.PortRef):
+                if isinstance(e, refs.PortRef):
                     self._reach(r, (e.reactor, e.name), down, readers, succ)
         return succ
 
@@ -281,12 +282,12 @@ def _port(p: str | tuple[str, int]) -> pm.PortSpec:
     return pm.PortSpec(name=name, kind=pm.PortKind.OUTPUT, width=width)
 
 
-def _ref(t: Item) -> pm.Ref:
+def _ref(t: Item) -> refs.Ref:
     if isinstance(t, str):
-        return pm.BuiltinTrigger(pm.Builtin(t))
+        return refs.BuiltinTrigger(refs.Builtin(t))
     kind = t[0]
     if kind == "port":
-        return pm.PortRef(t[1], t[2])
+        return refs.PortRef(t[1], t[2])
     if kind == "mode":
-        return pm.ModeRef(t[1], pm.Transition(t[2]))
-    return pm.TimerRef(t[1]) if kind == "timer" else pm.ActionRef(t[1])
+        return refs.ModeRef(t[1], refs.Transition(t[2]))
+    return refs.TimerRef(t[1]) if kind == "timer" else refs.ActionRef(t[1])
