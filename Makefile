@@ -13,12 +13,19 @@ SHELL := bash
 # no folder for it ("WARNING: Location 'file:///...' is ignored: it is neither a file nor a
 # directory."); those lines alone are dropped, everything else pip prints stays.
 PIP_NOISE := ^WARNING: Location 'file://[^']*' is ignored: it is neither a file nor a directory\.$$
-DEV_EXTRAS := rl,test,atari,cluster
+DEV_EXTRAS := rl,test,native,atari,cluster
 pip_install = @echo "pip install $(1)"; $(PY) -m pip install -q $(1) 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 
-.PHONY: install build run test lint bench graph clean
+.PHONY: install native build run test lint bench graph clean
 
 install: $(STAMP)
+
+# The runtime's per-tag modules compiled by mypyc (reactors.native) when their sources changed;
+# where that fails (no C compiler), the runtime runs from its sources, with the same results.
+native: install
+	@$(PY) -c "from reactors.native import main; raise SystemExit(main(['build']))" > build-native.log 2>&1 \
+	  && { grep "^reactors.native:" build-native.log || true; rm -f build-native.log; } \
+	  || echo "make: the runtime's compiled modules did not build (see build-native.log); it runs from its sources"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +34,7 @@ $(STAMP): pyproject.toml
 	$(call pip_install,-e '.[$(DEV_EXTRAS)]')
 	touch $(STAMP)
 
-build: install
+build: install native
 	@for f in $(LF_PROGRAMS); do echo "lfc $$f"; $(LFC) $$f || exit 1; done
 
 run: build
@@ -58,7 +65,7 @@ run-atari: build
 	  echo "make run-atari: $(ATARI_STEPS) steps spent, as asked (exit status 1 above is expected)"; fi; \
 	rm -f $$log; exit $$status
 
-test: install lint
+test: install native lint
 	$(PY) -m pytest -q -n auto --dist loadgroup tests
 
 # Architecture and style kept by tools (configured in pyproject.toml): the runtime never imports
@@ -69,7 +76,7 @@ lint: install
 	$(VENV)/bin/lint-imports --no-logo --no-cache
 	$(VENV)/bin/mypy
 
-bench: install
+bench: install native
 	$(call pip_install,-e '.[bench]') || echo "make bench: the bench extras did not install; their rows will say FAILED"
 	$(PY) -m bench $(BENCH_ARGS)
 
@@ -77,5 +84,5 @@ graph: build
 	@for f in $(LF_PROGRAMS); do $(VENV)/bin/lfc-graph src-gen/$$(basename $$f .lf)/graph.json || exit 1; done
 
 clean:
-	rm -rf bin src-gen runs .pytest_cache
+	rm -rf bin src-gen runs .pytest_cache build
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

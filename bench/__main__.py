@@ -43,7 +43,11 @@ BENCHMARKS = [
 
 
 def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
+    from reactors import native
+
+    # the programs run as this process does: the runtime's compiled modules, or its sources
+    runtime = "compiled (mypyc)" if native.compiled() else "from its sources"
+    out = {"python": platform.python_version(), "runtime": runtime}
     for pkg in ("numpy", "torch", "gymnasium", "ray", "ale-py", "envpool", "stable-baselines3"):
         try:
             out[pkg] = metadata.version(pkg)

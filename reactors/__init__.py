@@ -16,5 +16,10 @@ choice), ``supervisor`` (starting, watching and stopping workers; exit status),
 ``records`` (per-worker digests and traces), ``transport`` (what a backend provides),
 ``processes`` and ``threads`` (the two transports), ``sync`` (control block, waiting and
 waking), ``shm`` (port channels through shared memory), ``trace`` (port-value digests, timing
-trace).
+trace). ``native``: the per-tag modules compiled by mypyc, loaded when built for the
+current sources.
 """
+
+from .native import use_compiled
+
+use_compiled()

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
+from . import native
 from .jsonform import encode
 from .placement import groups, max_parallel, place
 from .program import Prediction, Program, WorkerChoice
@@ -54,13 +55,17 @@ MEASURE_NS = 500_000_000  # at most this long
 GAIN = 1.05
 REFINE_GROUPS, REFINE_ROUNDS = 64, 4  # placements refined by moving groups: at most
 #: What sharing a tag costs (ns): a wake-up of a waiting worker, a value written into or read
-#: from a crossing, the end-of-tag exchange. Fitted on this 2-core machine (2026-11-24) to the
-#: -w 2 / -w 1 ratios of the programs of lf_src/bench/ that bench/parallel_tags.py, gym_sim.py
-#: and multi_agent.py run (EnvBank of 16 and of 8 environments, TinyBank, GymSim CartPole,
-#: Pendulum and Blackjack, Junction of 4 and 10 agents), each from its own -w 0 profile:
-#: predicted 1.50, 1.89, 0.34, 1.07, 1.29, 1.66, 0.86, 0.92 against measured 1.43, 1.80,
-#: 0.32, 1.13, 1.31, 1.52, 0.81, 0.92.
-WAKE_NS, VALUE_NS, EXCHANGE_NS = 4_000, 700, 8_000
+#: from a crossing, the end-of-tag exchange; with the runtime's sources and with its compiled
+#: modules (:mod:`reactors.native`). Fitted on this 2-core machine (2026-11-24) to the -w 2 /
+#: -w 1 ratios of the programs of lf_src/bench/ that bench/parallel_tags.py, gym_sim.py and
+#: multi_agent.py run (EnvBank of 16 and of 8 environments, TinyBank, GymSim CartPole,
+#: Pendulum and Blackjack, Junction of 4 and 10 agents), each from its own -w 0 profile.
+#: Sources: predicted 1.50, 1.89, 0.34, 1.07, 1.29, 1.66, 0.86, 0.92 against measured 1.43,
+#: 1.80, 0.32, 1.13, 1.31, 1.52, 0.81, 0.92. Compiled: predicted 1.60, 1.93, 0.46, 1.36, 1.50,
+#: 1.75, 0.92, 1.06 against measured 1.57, 1.87, 0.45, 1.35, 1.51, 1.63, 0.92, 1.09.
+SOURCE_COSTS = (4_000, 700, 8_000)
+COMPILED_COSTS = (2_500, 300, 5_000)
+WAKE_NS, VALUE_NS, EXCHANGE_NS = COMPILED_COSTS if native.compiled() else SOURCE_COSTS
 #: The wake-up when the cores are busy with other tasks (waiters block instead of spinning).
 BUSY_WAKE_NS = 60_000
 

@@ -348,7 +348,7 @@ def attach_shm(spec: Any) -> tuple[Control, ShmChannels, int]:
     seg = Segment(spec.prefix + "ctl")
     assert seg.buf is not None  # an open segment has its buffer
     ctl = Control(seg.buf, spec.plan.workers, spec.plan.channels, len(spec.plan.batches))
-    ctl.segment = seg  # type: ignore[attr-defined]  # the mapping lives as long as the block
+    ctl.segment = seg  # the mapping lives as long as the block
     return ctl, ShmChannels(ctl, spec.prefix, spec.me), SPIN_NS
 
 

@@ -263,7 +263,7 @@ class WorkerActor:
                 ctl = NetControl(
                     seg.buf, plan.workers, plan.channels, len(plan.batches), link, node
                 )
-                ctl.segment = seg  # type: ignore[attr-defined]  # mapped while the block lives
+                ctl.segment = seg  # mapped while the block lives
                 return ctl, NetChannels(ctl, here, spec.me, net), SPIN_NS
 
         ran = run_worker(spec, bells, lambda ctl: _idle(ctl, spec), attach)

@@ -86,7 +86,7 @@ class Scheduler:
         self.stopping = False  # at the stop tag (shutdown reactions are running)
         self.failed: Reaction | None = None
         self.signalled = 0  # set by the launcher on a signal: 128 + its number
-        self._thread: int | None = None
+        self._thread_id: int | None = None
         # reactors.checkpoint: the snapshots to take (a Checkpointer) and the one to resume
         # from (a Resume), or None
         self.checkpoint: Any = None
@@ -129,7 +129,7 @@ class Scheduler:
         """Execute the program to its end (stop tag). Exceptions from reactions propagate
         (with ``failed`` set); KeyboardInterrupt propagates too."""
         CTX.sched = self
-        self._thread = threading.get_ident()
+        self._thread_id = threading.get_ident()
         ok = False
         try:
             self._begin()
@@ -141,9 +141,9 @@ class Scheduler:
     def request_stop(self) -> None:
         """Stop at the next microstep, (t, m+1), or earlier if already due (spec §3.9).
         Callable from any thread; no effect at or after the final tag."""
-        if self.engine.finished or self._thread is None:
+        if self.engine.finished or self._thread_id is None:
             return
-        if threading.get_ident() != self._thread:
+        if threading.get_ident() != self._thread_id:
             tape = self.engine.tape
             if tape is None or not tape.replaying:  # a replay stops at the recorded tag
                 self.engine.post((None,))

@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from multiprocessing import resource_tracker, shared_memory
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from .codec import Packer, Unpacker
 from .port import Port
 from .sync import (
@@ -65,6 +67,7 @@ _COPY_AFTER = 2  # held-by-the-program slots before a reader switches to copying
 SHM_DIR = "/dev/shm"
 
 
+@mypyc_attr(native_class=False)  # compiled, a subclass of a built-in exception cannot be native
 class SharedMemoryFull(MemoryError):
     """``/dev/shm`` has less free space than a new segment needs (writing into it would end
     the process with SIGBUS). The message says what to do."""
@@ -314,6 +317,16 @@ class Writer:
         self.slots = []
 
 
+def _refs(held: dict, key: int) -> int:
+    """The reference count of ``held[key]`` as seen in here (the dict's reference and the
+    temporary ones of the call: how many depends on whether this module is compiled)."""
+    return sys.getrefcount(held[key])
+
+
+#: what :func:`_refs` counts for an object that only the dict refers to
+_ALONE = _refs({0: object()}, 0)
+
+
 def _numpy_able(t: Any) -> bool:
     try:
         t.numpy()
@@ -402,11 +415,10 @@ class Reader:
         """Give back slots whose arrays nothing refers to any more (the port's current value
         still counts); switch to copying when the program keeps arrays."""
         kept = 0
-        for slot in list(self.held):
-            arr = self.held[slot]
-            # references: the dict, ``arr``, getrefcount's argument, and the port if current
-            cur = self.port._v is arr
-            if sys.getrefcount(arr) - 3 - cur <= 0:
+        held = self.held
+        for slot in list(held):
+            cur = self.port._v is held[slot]  # the port's reference, if it is current
+            if _refs(held, slot) - _ALONE - cur <= 0:
                 del self.held[slot]
                 self.cells[self.held_cell] &= ~(1 << slot)
             elif not cur:

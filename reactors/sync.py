@@ -24,7 +24,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
-from typing import Protocol
+from typing import Any, Protocol
+
+from mypy_extensions import mypyc_attr
 
 # --- cell layout (int64 indices) -------------------------------------------------------------
 GO_SEQ, GO_T, GO_M, STOP_T, STOP_M, STATE, START_T, COORD_SLEEP, FAILS, PRINTED = range(10)
@@ -89,6 +91,7 @@ class Bell(Waker, Protocol):
         """Block until rung or ``timeout_s`` seconds; the ready file descriptors."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # reactors.net.NetControl
 class Control:
     """The int64 cell array shared by the coordinator and ``workers`` workers with ``channels``
     crossing channels published in ``batches`` batches. ``buf`` is a writable buffer of at
@@ -107,6 +110,7 @@ class Control:
         self.local_cells = self.cells
         self.floats = self.raw.cast("d")
         self.channel_stride = self.stride(workers)
+        self.segment: Any = None  # the shared-memory segment under ``buf``, kept mapped
 
     @staticmethod
     def size(workers: int, channels: int, batches: int = 0) -> int:
@@ -202,6 +206,7 @@ class Control:
         c[b + REV] += 1  # even: consistent
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # reactors.ray_actor.FifoBell
 class FdBell:
     """A kernel wake-up for processes: an ``eventfd`` (non-blocking), waited on with poll.
 

@@ -165,7 +165,7 @@ class WorkerScheduler(Scheduler):
 
     def run(self) -> None:
         """Report ready, then run tags until the stop tag (or an abort/failure)."""
-        self._thread = threading.get_ident()
+        self._thread_id = threading.get_ident()
         cells, base = self.cells, self.base
         self.link.ctl.cells[base + STATUS] = W_READY
         ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)

@@ -151,8 +151,22 @@ def test_keyboard_interrupt_raised_by_a_reaction(chatter, workers, backend):
     assert not _segments(p.pid)
 
 
+def _shm_free(monkeypatch, free: int) -> None:
+    """Make ``/dev/shm`` report ``free`` bytes free to this process (through ``os.statvfs``,
+    which the runtime calls whether its modules are compiled or not)."""
+    real = os.statvfs
+
+    def statvfs(path):
+        if path == shm.SHM_DIR:
+            # f_bsize, f_frsize, f_blocks, f_bfree, f_bavail, f_files, f_ffree, f_favail, ...
+            return os.statvfs_result((4096, 1, free, free, free, 0, 0, 0, 0, 255))
+        return real(path)
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+
+
 def test_small_shm_is_said_before_writing(monkeypatch):
-    monkeypatch.setattr(shm, "shm_free_bytes", lambda: 4096)
+    _shm_free(monkeypatch, 4096)
     name = f"lf{os.getpid()}xsmalltest"
     with pytest.raises(shm.SharedMemoryFull, match="--shm-size") as info:
         shm.Segment(name, True, 1 << 20)
@@ -162,7 +176,7 @@ def test_small_shm_is_said_before_writing(monkeypatch):
 
 
 def test_small_shm_stops_a_parallel_run_at_start(chatter, monkeypatch, capsys):
-    monkeypatch.setattr(shm, "shm_free_bytes", lambda: 64)
+    _shm_free(monkeypatch, 64)
     gen = chatter.parent.parent / "src-gen" / "Chatter"
     spec = importlib.util.spec_from_file_location("chatter_small_shm", gen / "Chatter.py")
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,155 @@
+"""The runtime's per-tag modules compiled to C extension modules by mypyc, when built.
+
+A tag of a parallel run spends most of its time outside the reactions in a few modules: the
+worker's tag loop, the tag exchange and waiting, the channels' codec and the tag engine. Their
+Python sources, unchanged, compile with mypyc (the compiler of mypy, which builds mypy and black
+the same way) into extension modules that run the same code about a third faster there
+(README, "Which tags gain from more workers"). ``make`` builds them (:func:`main`) into
+``build/native/`` beside the packages, with a manifest of the SHA-256 of each source they were
+built from.
+
+:func:`use_compiled`, called when the package is imported, puts a finder on ``sys.meta_path``
+that loads those modules from their extension files, only when the manifest names this
+interpreter's extension suffix and every source still has the digest it was built from: a
+module edited since the build runs from its source, never from a stale build (then all of them
+do: the compiled modules call each other directly). ``REACTORS_COMPILED=0`` in the environment
+runs the sources. Results are the same either way (tests/test_native.py compares the digests of
+every port value at every tag).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+#: the modules compiled, in the package ``reactors``
+MODULES = ("clock", "codec", "engine", "eventq", "scheduler", "shm", "sync", "worker")
+#: mypyc's name for the shared library of the compiled group: ``reactors__mypyc``
+GROUP = "reactors"
+ENV = "REACTORS_COMPILED"
+PACKAGE_DIR = Path(__file__).resolve().parent
+BUILD_DIR = PACKAGE_DIR.parent / "build" / "native"
+MANIFEST = "manifest.json"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _suffix() -> str:
+    return importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the compiled modules (full name -> extension file) before the sources."""
+
+    def __init__(self, files: dict[str, str]):
+        self.files = files
+
+    def find_spec(self, name: str, path: Any = None, target: ModuleType | None = None) -> Any:
+        file = self.files.get(name)
+        if file is None:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(name, file)
+        return importlib.util.spec_from_file_location(name, file, loader=loader)
+
+
+def built(build_dir: Path = BUILD_DIR) -> dict[str, str] | None:
+    """Full module name -> extension file of a build in ``build_dir`` that matches this
+    interpreter and the current sources; None when there is none, it is for another
+    interpreter, or a source changed since (a stale build is never loaded)."""
+    try:
+        manifest = json.loads((build_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("suffix") != _suffix() or set(manifest.get("sources", {})) != set(MODULES):
+        return None
+    files = {f"{GROUP}__mypyc": str(build_dir / f"{GROUP}__mypyc{_suffix()}")}
+    for name, digest in manifest["sources"].items():
+        if _digest(PACKAGE_DIR / f"{name}.py") != digest:
+            return None
+        files[f"reactors.{name}"] = str(build_dir / "reactors" / f"{name}{_suffix()}")
+    if not all(os.path.exists(f) for f in files.values()):
+        return None
+    return files
+
+
+def use_compiled() -> bool:
+    """Load the compiled modules from now on when a matching build exists and
+    ``REACTORS_COMPILED`` is not ``0``; whether they are used. Called once by the package's
+    ``__init__``, before any of them is imported."""
+    if any(isinstance(f, _Finder) for f in sys.meta_path):
+        return True
+    if os.environ.get(ENV, "1") == "0":
+        return False
+    files = built()
+    if files is None:
+        return False
+    sys.meta_path.insert(0, _Finder(files))
+    return True
+
+
+def compiled() -> bool:
+    """Whether this process runs the compiled modules (set when the package was imported:
+    :func:`use_compiled`); ``-w 0``'s cost model and the bench rows depend on it."""
+    return any(isinstance(f, _Finder) for f in sys.meta_path)
+
+
+def build(build_dir: Path = BUILD_DIR) -> None:
+    """Compile :data:`MODULES` with mypyc into ``build_dir`` and write its manifest (the
+    digest of each source). Needs mypy (mypyc) and a C compiler; raises
+    ``SystemExit``/``CompileError`` from setuptools or mypyc when the build fails, and leaves
+    no manifest then, so nothing half-built is loaded."""
+    from mypyc.build import mypycify
+    from setuptools import Distribution
+
+    root = PACKAGE_DIR.parent
+    manifest = build_dir / MANIFEST
+    manifest.unlink(missing_ok=True)
+    sources = {name: _digest(PACKAGE_DIR / f"{name}.py") for name in MODULES}
+    temp = build_dir / "temp"
+    here = os.getcwd()
+    os.chdir(root)  # mypyc names the modules after their paths
+    try:
+        extensions = mypycify(
+            [f"reactors/{name}.py" for name in MODULES],
+            opt_level="3",
+            group_name=GROUP,
+            target_dir=str(temp / "c"),
+        )
+        dist = Distribution({"name": "reactors-native", "ext_modules": extensions})
+        cmd: Any = dist.get_command_obj("build_ext")
+        cmd.build_lib, cmd.build_temp, cmd.inplace = str(build_dir), str(temp), False
+        dist.run_command("build_ext")
+    finally:
+        os.chdir(here)
+    manifest.write_text(json.dumps({"suffix": _suffix(), "sources": sources}, indent=1) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    """``build``: compile the modules unless a build matching the sources exists; ``status``:
+    say whether one does (exit status 1 when not). ``make`` runs ``main(["build"])``."""
+    args = argv
+    if args == ["build"]:
+        if built() is not None:
+            return 0
+        build()
+        print(f"reactors.native: compiled {', '.join(MODULES)} into {BUILD_DIR}")
+        return 0
+    if args == ["status"]:
+        ok = built() is not None
+        print(
+            f"reactors.native: {'a build that matches the sources' if ok else 'no matching build'}"
+            f" in {BUILD_DIR}"
+        )
+        return 0 if ok else 1
+    print("usage: reactors.native.main(['build'] or ['status'])", file=sys.stderr)
+    return 2
