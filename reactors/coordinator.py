@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .engine import TagEngine, TagPair, Timing
 from .log import Log
-from .output import OutputPort
+from .port import Port
 from .sync import (
     ABORT,
     CODE,
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 
 #: Every worker's stdout channels: the pseudo port and its readers (of even tags, of odd
 #: tags), in worker order.
-Outputs = Sequence[tuple[OutputPort, tuple[ChannelReader, ChannelReader]]]
+Outputs = Sequence[tuple[Port, tuple[ChannelReader, ChannelReader]]]
 
 
 class WorkerFailed(Exception):
@@ -98,7 +98,7 @@ def failure(ctl: Control) -> WorkerFailed | None:
 def write_output(ctl: Control, outputs: Outputs, seq: int, stream: TextIO) -> None:
     """Print on ``stream`` what the workers printed during tag ``seq`` (those that sent it),
     in rank order, which is the order of one worker (a stable sort keeps each reaction's own
-    order); record it in ``PRINTED``. ``outputs[w]`` is ``(OutputPort, reader)``."""
+    order); record it in ``PRINTED``. ``outputs[w]`` is ``(stdout port, readers)``."""
     cells = ctl.cells
     if cells[PRINTED] >= seq:
         return

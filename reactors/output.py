@@ -2,7 +2,7 @@
 
 Each worker's ``sys.stdout`` is a :class:`Captured`; at the end of a tag the worker sends its
 chunks through its stdout channel (:meth:`reactors.plan.Plan.output_channel`) as the value of
-an :class:`OutputPort`, and the coordinator prints every worker's chunks in rank order
+a :func:`stdout_port`, and the coordinator prints every worker's chunks in rank order
 (:func:`reactors.coordinator.write_output`), which is the order of one worker.
 """
 
@@ -12,6 +12,7 @@ import threading
 from typing import Any, TextIO
 
 from .plan import Plan
+from .port import Port
 from .transport import ChannelReader, Channels
 
 
@@ -58,28 +59,22 @@ class Captured:
         return getattr(self.real, name)
 
 
-class OutputPort:
-    """The pseudo port that carries a worker's :class:`Captured` chunks of one tag (present
-    when something was printed) through an ordinary crossing writer/reader."""
-
-    _name = "stdout"
-
-    def __init__(self) -> None:
-        self._v: Any = None  # what the channel reader received: a list of chunks
-        self._p = False
-
-    def trigger(self) -> None:
-        self._p = True
+def stdout_port() -> Port:
+    """The port that carries a worker's :class:`Captured` chunks of one tag (present when
+    something was printed) through an ordinary crossing writer and reader: it triggers no
+    reaction and is recorded nowhere."""
+    return Port("stdout")
 
 
 def output_readers(
     channels: Channels, plan: Plan
-) -> list[tuple[OutputPort, tuple[ChannelReader, ChannelReader]]]:
-    """``(OutputPort, (reader of even tags, reader of odd tags))`` of every worker's stdout
-    channels, in worker order (for :func:`reactors.coordinator.write_output`)."""
+) -> list[tuple[Port, tuple[ChannelReader, ChannelReader]]]:
+    """``(port, (reader of even tags, reader of odd tags))`` of every worker's stdout
+    channels, in worker order (for :func:`reactors.coordinator.write_output`): the port, a
+    :func:`stdout_port`, holds the chunks the reader received."""
     out = []
     for w in range(plan.workers):
-        p = OutputPort()
+        p = stdout_port()
         out.append(
             (
                 p,

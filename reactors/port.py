@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator
 from heapq import heappush
-from operator import attrgetter
 from typing import Any, NoReturn
 
 PLAIN_WIDTH = -2  # ``width`` of a port that is not a multiport (spec §2.3)
@@ -33,17 +32,13 @@ class Port:
 
     __slots__ = ("_v", "_p", "_triggers", "_rq", "_mark", "_name", "_fan")
 
-    value = property(attrgetter("_v"), doc="The latest value set (None if never set).")
-    is_present = property(attrgetter("_p"), doc="True iff set at the current tag.")
-    width = PLAIN_WIDTH
-
     _v: Any
     _p: bool
     _triggers: tuple[int, ...]
     _rq: list[int]
     _mark: Callable[[Any], None]
     _name: str
-    _fan: FanIn
+    _fan: FanIn | None
 
     def __init__(self, name: str = "?"):
         self._v = None
@@ -52,6 +47,22 @@ class Port:
         self._rq = []
         self._mark = _unwired
         self._name = name
+        self._fan = None
+
+    @property
+    def value(self) -> Any:
+        """The latest value set (None if never set)."""
+        return self._v
+
+    @property
+    def is_present(self) -> bool:
+        """True iff set at the current tag."""
+        return self._p
+
+    @property
+    def width(self) -> int:
+        """:data:`PLAIN_WIDTH`: a plain port."""
+        return PLAIN_WIDTH
 
     def set(self, value: Any) -> None:
         """Set the value and mark the port present at the current tag (spec §2.3).
@@ -60,18 +71,24 @@ class Port:
         """
         self._v = value
         if not self._p:
-            self._p = True
-            self._mark(self)
-            for rank in self._triggers:
-                heappush(self._rq, rank)
+            self.trigger()
 
     def trigger(self) -> None:
-        """Mark present and trigger readers, keeping ``_v`` (for a transport that filled it)."""
+        """Mark present and trigger readers, keeping ``_v`` (for a transport that filled it).
+        A channel of a :class:`FanIn` (``_fan``) queues its reactions only if no channel of
+        the group did at the current tag."""
         if not self._p:
             self._p = True
             self._mark(self)
+            fan = self._fan
+            if fan is not None:
+                first = fan.first
+                if first is not None and first is not self and first._p:
+                    return
+                fan.first = self
+            rq = self._rq
             for rank in self._triggers:
-                heappush(self._rq, rank)
+                heappush(rq, rank)
 
     def __repr__(self) -> str:
         return f"<port {self._name} value={self._v!r} present={self._p}>"
@@ -79,8 +96,13 @@ class Port:
 
 class FanIn:
     """The channels that trigger exactly the same reactions (a hub's multiport gathering a
-    bank's outputs: all of ``obs[i]`` and ``result[i]``), as :class:`FanInPort` s: ``first``
-    is the one that became present first at the latest tag where one did."""
+    bank's outputs: all of ``obs[i]`` and ``result[i]``), each with this object as its
+    ``_fan``: ``first`` is the one that became present first at the latest tag where one did.
+    Only that one queues the reactions (the rank loop would skip the repeats, but pushing and
+    popping them costs ~0.1 us each: ~3 us per round for a hub of 15 environments with two
+    outputs each). Exact because a reaction is triggered only before it runs at a tag
+    (whoever sets its trigger runs at a lower rank, and values from other workers arrive
+    before it), and presence is cleared at every tag."""
 
     __slots__ = ("first",)
 
@@ -88,52 +110,21 @@ class FanIn:
         self.first: Port | None = None
 
 
-class FanInPort(Port):
-    """A channel of a :class:`FanIn` (``_fan``): it queues its reactions only if no channel
-    of the group did at the current tag, instead of once per channel (the rank loop would
-    skip the repeats, but pushing and popping them costs ~0.1 us each: ~3 us per round for a
-    hub of 15 environments with two outputs each). Exact because a reaction is triggered
-    only before it runs at a tag (whoever sets its trigger runs at a lower rank, and values
-    from other workers arrive before it), and presence is cleared at every tag."""
-
-    __slots__ = ()
-
-    def set(self, value: Any) -> None:
-        """As :meth:`Port.set`."""
-        self._v = value
-        if not self._p:
-            self.trigger()
-
-    def trigger(self) -> None:
-        """As :meth:`Port.trigger`."""
-        if not self._p:
-            fan = self._fan
-            first = fan.first
-            self._p = True
-            self._mark(self)
-            if first is None or first is self or not first._p:
-                fan.first = self
-                rq = self._rq
-                for rank in self._triggers:
-                    heappush(rq, rank)
-
-
 #: The classes of port channels (what is present at a tag besides actions; what digests hash).
-CHANNELS = frozenset({Port, FanInPort})
+CHANNELS = frozenset({Port})
 
 
 def group_fan_ins(ports: Iterable[Port]) -> None:
-    """Make the plain :class:`Port` s among ``ports`` that trigger the same reactions (a
-    non-empty ``_triggers``, already set) :class:`FanInPort` s of one :class:`FanIn`."""
+    """Make the :class:`Port` s among ``ports`` that trigger the same reactions (a non-empty
+    ``_triggers``, already set) and are in no group yet the channels of one :class:`FanIn`."""
     same: dict[tuple[int, ...], list[Port]] = {}
     for port in ports:
-        if port.__class__ is Port and port._triggers:
+        if port._fan is None and port._triggers:
             same.setdefault(port._triggers, []).append(port)
     for group in same.values():
         if len(group) > 1:
             fan = FanIn()
             for port in group:
-                port.__class__ = FanInPort
                 port._fan = fan
 
 
@@ -178,12 +169,11 @@ class MutableInput:
     """
 
     __slots__ = ("_src", "_copy", "_copied")
-    width = PLAIN_WIDTH
 
     def __init__(self, src: Port):
         self._src = src
         self._copied = False
-        self._copy = None
+        self._copy: Any = None
 
     @property
     def value(self) -> Any:
@@ -206,6 +196,11 @@ class MutableInput:
     def is_present(self) -> bool:
         """True iff the input is present at the current tag."""
         return self._src._p
+
+    @property
+    def width(self) -> int:
+        """:data:`PLAIN_WIDTH`: a plain port."""
+        return PLAIN_WIDTH
 
 
 class MutableMultiport(Multiport):

@@ -58,7 +58,7 @@ class ChannelReader(Protocol):
 
 class Channels(Protocol):
     """One worker's ends of the run's channels (numbered as in :class:`reactors.plan.Plan`).
-    ``port`` is the local root port (or a :class:`reactors.output.OutputPort`)."""
+    ``port`` is the local root port (or a worker's :func:`reactors.output.stdout_port`)."""
 
     def writer(self, index: int, readers: tuple[int, ...], port: Any) -> ChannelWriter:
         """The writer of channel ``index``, read by workers ``readers``."""

@@ -16,7 +16,7 @@ from .context import CTX
 from .coordinator import Coordinator
 from .errors import BuildFailure, SourceMap, is_output_failure, output_failed, report
 from .log import Log
-from .output import Captured, OutputPort, output_readers
+from .output import Captured, output_readers, stdout_port
 from .plan import Plan, free_running, written_ports
 from .program import Program
 from .recording import ReplayError
@@ -174,7 +174,7 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
                 if me in c.readers
             ]
             incoming.append((b.first_read[me], readers, cell))
-    port = OutputPort()
+    port = stdout_port()
     sends = (
         channels.writer(plan.output_channel(me, 0), (), port),
         channels.writer(plan.output_channel(me, 1), (), port),

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .output import Captured, OutputPort
+from .output import Captured
+from .port import Port
 from .sync import Bell, Control, Idle
 from .transport import ChannelReader, ChannelWriter
 
@@ -19,7 +20,7 @@ class Link:
     may raise), the batches of crossings as ``incoming`` ``[(first rank here, [(position in
     the batch, reader)], batch cell)]`` and the crossings as ``outgoing`` ``[(last writing
     rank, writer, batch cell, position in the batch, reader workers)]``,
-    ``output``: ``(Captured, (OutputPort, (writer of even tags, writer of odd tags)))``, its
+    ``output``: ``(Captured, (stdout port, (writer of even tags, writer of odd tags)))``, its
     reactions' stdout and how it is sent, ``free``: whether the run is free-running, and
     ``edge``: the cells of the batches exchanged only at the start and stop tags
     (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out."""
@@ -33,7 +34,7 @@ class Link:
         idle: Idle | None,
         incoming: Iterable[tuple[int, list[tuple[int, ChannelReader]], int]],
         outgoing: Iterable[tuple[int, ChannelWriter, int, int, tuple[int, ...]]],
-        output: tuple[Captured, tuple[OutputPort, tuple[ChannelWriter, ChannelWriter]]],
+        output: tuple[Captured, tuple[Port, tuple[ChannelWriter, ChannelWriter]]],
         free: bool = False,
         edge: Iterable[int] = (),
     ):
