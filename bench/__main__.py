@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     stem = (
         stamp + ("-quick" if args.quick else "") + ("-" + "-".join(args.only) if args.only else "")
     )
+    if (out / f"{stem}.md").exists():  # an earlier invocation of the same set today: keep it
+        stem += "-" + dt.datetime.now().strftime("%H%M%S")
     (out / f"{stem}.md").write_text(_markdown(rows, header))
     (out / f"{stem}.json").write_text(
         json.dumps(
