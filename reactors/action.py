@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import heappush
-from operator import attrgetter
 from time import time_ns
 from typing import Any
 
@@ -62,9 +61,6 @@ class Action:
         "_name",
     )
 
-    value = property(attrgetter("_v"), doc="Payload of the latest event (None if none).")
-    is_present = property(attrgetter("_p"), doc="True iff the action is present at this tag.")
-
     _v: Any
     _p: bool
     _triggers: tuple[int, ...]
@@ -90,15 +86,23 @@ class Action:
         self._p = False
         self._triggers = ()
         self._rq = []
-        # both set when a scheduler attaches the program
-        self._mark = None  # type: ignore[assignment]
-        self._engine = None  # type: ignore[assignment]
+        # _mark and _engine are set when a scheduler attaches the program
         self._min_delay = min_delay
         self._spacing = min_spacing
         self._policy = policy
         self._queue = []  # this action's events still in the event queue
         self._last = None  # the latest event scheduled (for min_spacing)
         self.mode = mode
+
+    @property
+    def value(self) -> Any:
+        """Payload of the latest event (None if none)."""
+        return self._v
+
+    @property
+    def is_present(self) -> bool:
+        """True iff the action is present at this tag."""
+        return self._p
 
     def schedule(self, delay: int, value: Any = None) -> None:
         """Schedule an event ``min_delay + delay`` ns after the current tag (spec §3.3).

@@ -31,7 +31,19 @@ from types import ModuleType
 from typing import Any
 
 #: the modules compiled, in the package ``reactors``
-MODULES = ("clock", "codec", "engine", "eventq", "port", "scheduler", "shm", "sync", "worker")
+MODULES = (
+    "action",
+    "clock",
+    "codec",
+    "engine",
+    "eventq",
+    "port",
+    "scheduler",
+    "shm",
+    "sync",
+    "timer",
+    "worker",
+)
 #: mypyc's name for the shared library of the compiled group: ``reactors__mypyc``
 GROUP = "reactors"
 ENV = "REACTORS_COMPILED"

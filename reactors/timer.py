@@ -37,7 +37,7 @@ class Timer:
         self.mode = mode
         self._triggers = ()
         self._rq = []
-        self._engine = None  # type: ignore[assignment]  # set when a scheduler attaches the program
+        # _engine is set when a scheduler attaches the program
 
     def _fire(self, e: Event) -> None:
         """Trigger the reactions, then queue the next periodic event unless past the stop tag."""
