@@ -28,25 +28,21 @@ def _fake_build(tmp_path: Path, digests: dict[str, str]) -> Path:
     return tmp_path
 
 
-def _digests() -> dict[str, str]:
-    return {name: native._digest(native.PACKAGE_DIR / f"{name}.py") for name in native.MODULES}
-
-
 def test_a_build_of_the_current_sources_is_found(tmp_path):
-    files = native.built(_fake_build(tmp_path, _digests()))
+    files = native.built(_fake_build(tmp_path, native.source_digests()))
     assert files is not None
     assert set(files) == {f"reactors.{m}" for m in native.MODULES} | {"reactors__mypyc"}
     assert files["reactors.worker"] == str(tmp_path / "reactors" / f"worker{native._suffix()}")
 
 
 def test_a_stale_build_is_never_loaded(tmp_path):
-    digests = _digests()
+    digests = native.source_digests()
     digests["worker"] = "0" * 64  # built from another worker.py
     assert native.built(_fake_build(tmp_path, digests)) is None
 
 
 def test_a_build_for_another_interpreter_or_incomplete_is_not_loaded(tmp_path):
-    build_dir = _fake_build(tmp_path, _digests())
+    build_dir = _fake_build(tmp_path, native.source_digests())
     manifest = json.loads((build_dir / native.MANIFEST).read_text())
     (build_dir / native.MANIFEST).write_text(json.dumps(dict(manifest, suffix=".cpython-39.so")))
     assert native.built(build_dir) is None
