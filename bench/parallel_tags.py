@@ -104,16 +104,20 @@ def _busy_text(busy: int) -> str:
 def case_rows(case: Case, reps: int) -> list[Row]:
     """Build ``case``'s program and measure it on -w 1, -w 2 and -w 0 (after one -w 0 run that
     measures its reactions), the three in turn ``reps`` times (so that they see the same
-    conditions); its rows (the median µs per round of each, ratios, load)."""
+    conditions), each repetition starting with the next of them (where the kernel put the busy
+    processes depends on the run before, so no count always follows the same one); its rows
+    (the median µs per round of each, ratios, load)."""
     launcher = build_program(case.program, case.defines, scratch())
     load = load_average()
     marked = "LOADED " if load - case.busy > cores() else ""
     runs: dict[int, list[dict]] = {1: [], 2: [], 0: []}
     with Busy(case.busy, 600):
         run_program(launcher, n_workers=0, timeout=600)  # -w 0 measures once (no profile yet)
-        for _ in range(reps):
-            for workers, got in runs.items():
-                got.append(run_program(launcher, n_workers=workers, timeout=600).result)
+        order = list(runs)
+        for rep in range(reps):
+            k = rep % len(order)
+            for workers in order[k:] + order[:k]:
+                runs[workers].append(run_program(launcher, n_workers=workers, timeout=600).result)
     us1, us2, us0 = (statistics.median(r["us_per_round"] for r in runs[w]) for w in (1, 2, 0))
     sums = {r["checksum"] for got in runs.values() for r in got}
     status = "ok" if len(sums) == 1 else f"FAILED: checksums differ {sorted(sums)}"

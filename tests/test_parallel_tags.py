@@ -233,7 +233,7 @@ def test_this_processs_own_busy_threads_are_not_other_tasks(tmp_path):
 
     fake = tmp_path / "loadavg"
     fake.write_text("0.50 0.40 0.30 3/300 1234\n")  # this thread, our busy thread, one more
-    c = Contention(period_ns=0, path=str(fake))
+    c = Contention(path=str(fake))
     stop = threading.Event()
     block = bytes(1 << 20)
 
@@ -253,7 +253,7 @@ def test_this_processs_own_busy_threads_are_not_other_tasks(tmp_path):
 
 def test_contention_blocks_when_other_tasks_fill_the_cores(tmp_path):
     fake = tmp_path / "loadavg"
-    c = Contention(period_ns=0, path=str(fake))
+    c = Contention(path=str(fake))
     c.cores = 2
     fake.write_text("0.50 0.40 0.30 2/300 1234\n")  # the sampler and one more
     assert c.spin_ok()
@@ -262,8 +262,55 @@ def test_contention_blocks_when_other_tasks_fill_the_cores(tmp_path):
     assert c.busy_now(samples=3, gap_s=0) and c.others_now(samples=3, gap_s=0) == 3
     fake.write_text("0.50 0.40 0.30 2/300 1234\n")
     assert not c.busy_now(samples=3, gap_s=0)
-    missing = Contention(period_ns=0, path=str(tmp_path / "none"))
+    missing = Contention(path=str(tmp_path / "none"))
     assert missing.spin_ok() and not missing.busy_now(samples=2, gap_s=0)
+
+
+def test_a_wait_asks_whether_the_cores_are_free_when_it_starts_not_once_per_period(
+    tmp_path, monkeypatch
+):
+    """``wait`` spins past its quick poll only while the count read at that moment leaves a
+    core free: when the worker waited for is runnable on the waiter's core, the count says so
+    and the waiter blocks (announcing it in its sleep cell) at once, whatever an earlier wait
+    read."""
+    import threading
+    import time
+
+    from reactors import sync
+
+    fake = tmp_path / "loadavg"
+    fake.write_text("0.10 0.10 0.10 1/300 1234\n")  # only the waiter runs
+    monkeypatch.setattr(sync.CONTENTION, "path", str(fake))
+    monkeypatch.setattr(sync.CONTENTION, "fd", -1)  # opened again, on the fake file
+    monkeypatch.setattr(sync.CONTENTION, "cores", 2)
+    cells = memoryview(bytearray(64)).cast("q")
+    bell = sync.ThreadBell()
+
+    def waited(spin_s: float) -> tuple[float, bool]:
+        """(seconds, whether the waiter slept) for a condition met after 0.2 s."""
+        flag, slept = threading.Event(), []
+
+        def later() -> None:
+            time.sleep(0.2)
+            slept.append(cells[3] == 1)
+            flag.set()
+            bell.ring()
+
+        t = threading.Thread(target=later)
+        t0 = time.perf_counter()
+        t.start()
+        sync.wait(flag.is_set, cells, 3, bell, int(spin_s * 1e9))
+        t.join()
+        return time.perf_counter() - t0, slept[0]
+
+    took, slept = waited(0.5)
+    assert not slept and took < 0.45  # spun (the cores were free) and saw the flag
+    assert sync.CONTENTION.spin_ok()  # free a moment ago,
+    fake.write_text("2.10 2.00 1.00 3/300 1234\n")  # two more tasks: the cores are full now
+    took, slept = waited(10.0)
+    assert slept and took < 5.0  # blocked at once, woken by the bell
+    assert not sync.CONTENTION.spin_ok()
+    os.close(sync.CONTENTION.fd)
 
 
 # --------------------------------------------------------------------------- -w 0
