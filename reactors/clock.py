@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import threading
 from time import time_ns
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
-_MAX_WAIT_S = 1.0  # wait in slices so that signals (Ctrl-C) are seen promptly everywhere
+_MAX_WAIT_S: Final = 1.0  # wait in slices so that signals (Ctrl-C) are seen promptly everywhere
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # reactors.replay's clock

@@ -33,10 +33,14 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any
+from typing import Any, Final
 
 _SCALAR: dict[type, str] = {float: "d", bool: "?", int: "q"}
-_ARRAY, _SCALAR_NP, _TUPLE, _LIST, _DICT = b"a"[0], b"s"[0], b"t"[0], b"l"[0], b"d"[0]
+_ARRAY: Final = 0x61  # b"a": the tags of packed values
+_SCALAR_NP: Final = 0x73  # b"s"
+_TUPLE: Final = 0x74  # b"t"
+_LIST: Final = 0x6C  # b"l"
+_DICT: Final = 0x64  # b"d"
 
 
 def _numpy() -> Any:

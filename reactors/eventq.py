@@ -18,9 +18,14 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 from itertools import count
-from typing import Any
+from typing import Any, Final
 
-TIME, MICRO, SEQ, TARGET, VALUE = range(5)
+# an event's fields (Final: compiled, the values are used)
+TIME: Final = 0
+MICRO: Final = 1
+SEQ: Final = 2
+TARGET: Final = 3
+VALUE: Final = 4
 
 #: An event ``[time, microstep, seq, target, value]`` (see the module docstring).
 Event = list[Any]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator
 from heapq import heappush
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
-PLAIN_WIDTH = -2  # ``width`` of a port that is not a multiport (spec §2.3)
+PLAIN_WIDTH: Final = -2  # ``width`` of a port that is not a multiport (spec §2.3)
 
 
 def _unwired(_obj: object) -> None:

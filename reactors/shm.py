@@ -34,7 +34,7 @@ import sys
 from array import array
 from collections.abc import Iterable
 from multiprocessing import resource_tracker, shared_memory
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -56,15 +56,26 @@ from .sync import (
 if TYPE_CHECKING:  # not ``as np``: a module-level ``np`` import changes how CPython compiles
     import numpy  # the ``np.f(...)`` calls of the functions below
 
-K_NONE, K_ARRAY, K_TENSOR, K_PICKLE, K_INT, K_FLOAT, K_TRUE, K_FALSE, K_SMALL, K_PACKED = range(10)
-_INLINE_BYTES = 8 * INLINE_CELLS
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
-_ALIGN = 64
-_PAGE = 4096
-_COPY_AFTER = 2  # held-by-the-program slots before a reader switches to copying
+# the kinds of value in a channel's C_KIND cell (Final: compiled, the values are used)
+K_NONE: Final = 0
+K_ARRAY: Final = 1
+K_TENSOR: Final = 2
+K_PICKLE: Final = 3
+K_INT: Final = 4
+K_FLOAT: Final = 5
+K_TRUE: Final = 6
+K_FALSE: Final = 7
+K_SMALL: Final = 8
+K_PACKED: Final = 9
+_INLINE_BYTES: Final = 8 * INLINE_CELLS
+_INT_MIN: Final = -(1 << 63)
+_INT_MAX: Final = (1 << 63) - 1
+_ALIGN: Final = 64
+_PAGE: Final = 4096
+_COPY_AFTER: Final = 2  # held-by-the-program slots before a reader switches to copying
 
 
-SHM_DIR = "/dev/shm"
+SHM_DIR: Final = "/dev/shm"
 
 
 @mypyc_attr(native_class=False)  # compiled, a subclass of a built-in exception cannot be native

@@ -24,50 +24,79 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
 # --- cell layout (int64 indices) -------------------------------------------------------------
-GO_SEQ, GO_T, GO_M, STOP_T, STOP_M, STATE, START_T, COORD_SLEEP, FAILS, PRINTED = range(10)
+# (Final: the compiled modules use the values, not a lookup of the name)
+GO_SEQ: Final = 0
+GO_T: Final = 1
+GO_M: Final = 2
+STOP_T: Final = 3
+STOP_M: Final = 4
+STATE: Final = 5
+START_T: Final = 6
+COORD_SLEEP: Final = 7
+FAILS: Final = 8
+PRINTED: Final = 9
 # set by the supervisor on a signal to the exit status (128 + its number): stop at the next tag
-STOP_ASKED = 10
-HEADER = 16
+STOP_ASKED: Final = 10
+HEADER: Final = 16
 # STATE values
-STARTING, RUNNING, FINISHED, ABORT = range(4)
+STARTING: Final = 0
+RUNNING: Final = 1
+FINISHED: Final = 2
+ABORT: Final = 3
 # per-worker cells, at worker_base(w) + ...; NEXT_T..REQ_M: the report of the coordinated
 # protocol; REPORT[p] + (0, 1, 2, 3): that of the free-running one for tags of parity p
-DONE, NEXT_T, NEXT_M, REQ_T, REQ_M, REV, SLEEP, STATUS, CODE, LOST = range(10)
-REPORT = (NEXT_T, 10)
+DONE: Final = 0
+NEXT_T: Final = 1
+NEXT_M: Final = 2
+REQ_T: Final = 3
+REQ_M: Final = 4
+REV: Final = 5
+SLEEP: Final = 6
+STATUS: Final = 7
+CODE: Final = 8
+LOST: Final = 9
+REPORT: Final = (NEXT_T, 10)
 # while a worker sleeps until a batch's crossings arrive (reactors.worker): the batch's cell
 # and the value it waits for there (WAIT_CELL 0: it sleeps on something else)
-WAIT_CELL, WAIT_AT = 14, 15
-WORKER_STRIDE = 16
+WAIT_CELL: Final = 14
+WAIT_AT: Final = 15
+WORKER_STRIDE: Final = 16
 # STATUS values
-W_STARTING, W_READY, W_FAILED, W_FINISHED = range(4)
+W_STARTING: Final = 0
+W_READY: Final = 1
+W_FAILED: Final = 2
+W_FINISHED: Final = 3
 # set on a node's copy by the network transport's receiver (reactors.wire) when a worker's
 # connection closed before it finished: it died, or its node did
-W_GONE = 4
+W_GONE: Final = 4
 # per-channel cells, at channel_base(c) + ...: the state and the kind of value, then
 # INLINE_CELLS cells where small values travel inline (so that a small value shares a cache
 # line with its state: one line for the writer to take and the reader to fetch), then the
 # cells of a value in a slot, the codec's header generation (C_PACK), and HELD + w, reader
 # w's bitmask of held slots; a channel's cells start on a 64-byte line
-C_STATE, C_KIND = 0, 1
-C_INLINE = 2
-INLINE_CELLS = 64
-C_SLOT, C_GEN, C_NBYTES, C_META, C_PACK = range(
-    C_INLINE + INLINE_CELLS, C_INLINE + INLINE_CELLS + 5
-)
-C_HELD = C_PACK + 1
+C_STATE: Final = 0
+C_KIND: Final = 1
+C_INLINE: Final = 2
+INLINE_CELLS: Final = 64
+C_SLOT: Final = C_INLINE + INLINE_CELLS
+C_GEN: Final = C_SLOT + 1
+C_NBYTES: Final = C_SLOT + 2
+C_META: Final = C_SLOT + 3
+C_PACK: Final = C_SLOT + 4
+C_HELD: Final = C_PACK + 1
 # per-batch cells (reactors.topology.Batch), at batch_cell(b): ``seq * BATCH_SEQ + k`` once
 # the first k crossings of the batch are published for tag number ``seq`` (a batch's crossings
 # are published in order, each as soon as its last writer ran); one 64-byte line per batch, so
 # that workers publishing batches share no cache line
-BATCH_STRIDE = 8
-BATCH_SEQ = 1 << 20  # more than the crossings of any batch
+BATCH_STRIDE: Final = 8
+BATCH_SEQ: Final = 1 << 20  # more than the crossings of any batch
 
-NONE_T = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
+NONE_T: Final = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
 
 Idle = Callable[[list[int]], None]
 """Called by a waiter after every blocking slice with the ready file descriptors; may raise
@@ -284,8 +313,9 @@ def ring_if_waiting(cells: memoryview, base: int, bell: Waker, published: list[i
             bell.ring()
 
 
-_SLICE_MIN_S, _SLICE_MAX_S = 0.001, 0.05
-LOADAVG_ENV = "REACTORS_LOADAVG"
+_SLICE_MIN_S: Final = 0.001
+_SLICE_MAX_S: Final = 0.05
+LOADAVG_ENV: Final = "REACTORS_LOADAVG"
 
 
 class Contention:
@@ -381,7 +411,7 @@ def _own_running_threads() -> int:
 
 
 CONTENTION = Contention()
-QUICK_POLL_NS = 3_000  # the poll of every wait before it asks whether the cores are free, ns
+QUICK_POLL_NS: Final = 3_000  # the poll of every wait before it asks whether the cores are free, ns
 
 
 def wait(

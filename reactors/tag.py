@@ -11,18 +11,18 @@ plain ints on the hot path; :class:`Tag` is the immutable object handed to user 
 from __future__ import annotations
 
 from operator import index as _index
-from typing import NoReturn
+from typing import Final, NoReturn
 
 BILLION = 1_000_000_000
 
 #: Largest time; ``forever`` in LF. Also the value of LinguaFrancaBase's ``FOREVER``.
-FOREVER = 0x7FFF_FFFF_FFFF_FFFF
+FOREVER: Final = 0x7FFF_FFFF_FFFF_FFFF
 #: The constant exported to programs as ``NEVER``. It is LinguaFrancaBase's value
 #: (-(2**64 - 1)), which is *not* INT64_MIN (spec §1.2 note); the LF literal ``never``
 #: compiles to ``NSEC(-9223372036854775808)`` = :data:`NEVER_INT64` instead.
-NEVER = -0xFFFF_FFFF_FFFF_FFFF
+NEVER: Final = -0xFFFF_FFFF_FFFF_FFFF
 #: INT64_MIN, the runtime's own "no time" value (what ``never`` compiles to).
-NEVER_INT64 = -0x8000_0000_0000_0000
+NEVER_INT64: Final = -0x8000_0000_0000_0000
 
 instant_t = int
 interval_t = int

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from heapq import heappop
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .clock import Clock
 from .engine import decide
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from .build import Assembly
     from .trace import TagRecorder
 
-_END = 1 << 62  # a rank larger than any
+_END: Final = 1 << 62  # a rank larger than any
 
 
 class Aborted(Exception):
