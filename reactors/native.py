@@ -1,7 +1,8 @@
 """The runtime's per-tag modules compiled to C extension modules by mypyc, when built.
 
 A tag of a parallel run spends most of its time outside the reactions in a few modules: the
-worker's tag loop, the tag exchange and waiting, the channels' codec and the tag engine. Their
+worker's tag loop, the tag exchange and waiting, the channels' codec, the tag engine and the
+coordinator (which prints each tag's text on worker 0). Their
 Python sources, unchanged, compile with mypyc (the compiler of mypy, which builds mypy and black
 the same way) into extension modules that run the same code about a third faster there
 (README, "Which tags gain from more workers"). ``make`` builds them (:func:`main`) into
@@ -34,6 +35,7 @@ MODULES = (
     "action",
     "clock",
     "codec",
+    "coordinator",
     "engine",
     "eventq",
     "port",
@@ -42,6 +44,7 @@ MODULES = (
     "sync",
     "timer",
     "worker",
+    "worker_link",
 )
 #: mypyc's name for the shared library of the compiled group: ``reactors__mypyc``
 GROUP = "reactors"
