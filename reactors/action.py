@@ -11,13 +11,12 @@ the action's state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
 from time import time_ns
 from typing import Any
 
 from .context import CTX
 from .engine import TagEngine, TagPair, physical_tag
-from .eventq import Event
+from .eventq import Event, heappush
 from .mode import Mode
 from .tag import FOREVER
 

@@ -14,11 +14,17 @@ scheduler drains it between tags.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable
-from heapq import heapify, heappop, heappush
 from itertools import count
 from typing import Any, Final
+
+# the heap operations of the event queue and of the reaction queues (Final: compiled, each
+# use reads a C static instead of looking the name up in the module's dict)
+heappush: Final = heapq.heappush
+heappop: Final = heapq.heappop
+heapify: Final = heapq.heapify
 
 # an event's fields (Final: compiled, the values are used)
 TIME: Final = 0

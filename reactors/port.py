@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Iterator
-from heapq import heappush
 from typing import Any, Final, NoReturn
+
+from .eventq import heappush
 
 PLAIN_WIDTH: Final = -2  # ``width`` of a port that is not a multiport (spec §2.3)
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import gc
 import threading
-from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from .action import Action
 from .clock import Clock
 from .context import CTX
 from .engine import TagEngine, TagPair, Timing
-from .eventq import EventQueue
+from .eventq import EventQueue, heappop, heappush
 from .log import Log
 from .reaction import Reaction
 

@@ -6,11 +6,10 @@ target of the :mod:`reactors.eventq` queue.
 
 from __future__ import annotations
 
-from heapq import heappush
 from typing import Any
 
 from .engine import TagEngine
-from .eventq import Event
+from .eventq import Event, heappush
 from .mode import Mode
 from .tag import FOREVER
 

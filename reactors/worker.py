@@ -33,11 +33,11 @@ run (:func:`reactors.plan.free_running`):
 from __future__ import annotations
 
 import threading
-from heapq import heappop
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .clock import Clock
 from .engine import decide
+from .eventq import heappop
 from .log import Log
 from .scheduler import Scheduler
 from .sync import (
