@@ -323,7 +323,8 @@ class Contention:
 
     A spinning waiter is one more task that wants a core. When the other runnable tasks
     (the worker it waits for included) are at least as many as the machine's cores, a long
-    spin only takes CPU time from them, so the waiter blocks soon; the kernel wakes a blocked
+    spin only takes CPU time from them, so the waiter blocks after its quick poll
+    (:func:`wait`); the kernel wakes a blocked
     waiter quickly, since it slept. Read from the running-task count of ``/proc/loadavg``
     (or of the file in its format that the environment variable ``REACTORS_LOADAVG`` names,
     e.g. for tests) at each question, since it changes with every wake-up: the worker waited
