@@ -328,8 +328,9 @@ class Contention:
     waiter quickly, since it slept. Read from the running-task count of ``/proc/loadavg``
     (or of the file in its format that the environment variable ``REACTORS_LOADAVG`` names,
     e.g. for tests) at each question, since it changes with every wake-up: the worker waited
-    for may be runnable on the waiter's own core right now, where a spin only delays it (a
-    count cached for 10 ms let 300 µs spins and 20 µs polls run there; measured with one busy
+    for may be runnable on the waiter's own core right now, where a spin only delays it (with
+    a count cached for 10 ms the waiter polled 20 µs there, or spun 300 µs when the count had
+    been read while that worker slept; measured with one busy
     process: ``bench`` EnvBank of 8 environments of ~132 µs on ``-w 2``, 1,190-1,205 against
     1,231-1,249 µs per round; the round trip of PingPong, 41-42 against 50-55 µs). The file is
     kept open and re-read in place (~0.5 µs); the count includes the reader itself. That count
