@@ -28,6 +28,8 @@ from typing import Any, Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
+from .tag import FOREVER
+
 # --- cell layout (int64 indices) -------------------------------------------------------------
 # (Final: the compiled modules use the values, not a lookup of the name)
 GO_SEQ: Final = 0
@@ -96,7 +98,7 @@ C_HELD: Final = C_PACK + 1
 BATCH_STRIDE: Final = 8
 BATCH_SEQ: Final = 1 << 20  # more than the crossings of any batch
 
-NONE_T: Final = 0x7FFF_FFFF_FFFF_FFFF  # "no tag" (FOREVER)
+NONE_T: Final = FOREVER  # "no tag"
 
 Idle = Callable[[list[int]], None]
 """Called by a waiter after every blocking slice with the ready file descriptors; may raise
@@ -416,6 +418,15 @@ CONTENTION = Contention()
 QUICK_POLL_NS: Final = 3_000  # the poll of every wait before it asks whether the cores are free, ns
 
 
+def _poll(cond: Callable[[], bool], end: int) -> bool:
+    """Poll ``cond()`` until it is true (True) or ``perf_counter_ns()`` reaches ``end`` (False)."""
+    now = perf_counter_ns
+    while now() < end:
+        if cond():
+            return True
+    return False
+
+
 def wait(
     cond: Callable[[], bool],
     cells: memoryview,
@@ -438,17 +449,11 @@ def wait(
     if cond():
         return
     if spin_ns:
-        now = perf_counter_ns
-        start = now()
-        end = start + min(spin_ns, QUICK_POLL_NS)
-        while now() < end:
-            if cond():
-                return
-        if spin_ns > QUICK_POLL_NS and CONTENTION.spin_ok():
-            end = start + spin_ns
-            while now() < end:
-                if cond():
-                    return
+        start = perf_counter_ns()
+        if _poll(cond, start + min(spin_ns, QUICK_POLL_NS)):
+            return
+        if spin_ns > QUICK_POLL_NS and CONTENTION.spin_ok() and _poll(cond, start + spin_ns):
+            return
     slice_s = _SLICE_MIN_S
     while True:
         bell.clear()
