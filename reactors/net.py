@@ -45,6 +45,10 @@ from .sync import (
     C_NBYTES,
     C_SLOT,
     C_STATE,
+    CALL_M,
+    CALL_SM,
+    CALL_ST,
+    CALL_T,
     CODE,
     COORD_SLEEP,
     DONE,
@@ -60,6 +64,8 @@ from .sync import (
     REQ_M,
     REQ_T,
     REV,
+    SKIP_M,
+    SKIP_T,
     SLEEP,
     START_T,
     STOP_M,
@@ -93,7 +99,8 @@ def cell_policy(ctl: Control) -> bytearray:
     """For each cell of ``ctl``, :data:`SEND`, :data:`DEFER` or :data:`LOCAL` (see the module
     docstring). A deferred cell is always followed, in the code that writes it, by a sent one
     of the same process: ``GO_T..STOP_M`` by ``GO_SEQ``, ``START_T`` by ``STATE``, reports by
-    ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a reader's held slots by its next ``DONE``, a
+    ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a skip's tag by ``SKIP_FROM``, a call's tags by
+    ``CALL_SEQ``, a reader's held slots by its next ``DONE``, a
     batch's cell by the flush that ends :meth:`reactors.worker.WorkerScheduler._publish` or,
     after a tag's last reaction, by the worker's ``DONE`` (or its next send, when that
     ``DONE`` is kept: :meth:`NetControl.set_done`)."""
@@ -104,7 +111,21 @@ def cell_policy(ctl: Control) -> bytearray:
     policy[COORD_SLEEP] = LOCAL
     for w in range(ctl.workers):
         b = ctl.worker_base(w)
-        for cell in (NEXT_T, NEXT_M, REQ_T, REQ_M, CODE, LOST, *range(REPORT[1], REPORT[1] + 4)):
+        for cell in (
+            NEXT_T,
+            NEXT_M,
+            REQ_T,
+            REQ_M,
+            CODE,
+            LOST,
+            *range(REPORT[1], REPORT[1] + 4),
+            SKIP_T,
+            SKIP_M,
+            CALL_T,
+            CALL_M,
+            CALL_ST,
+            CALL_SM,
+        ):
             policy[b + cell] = DEFER
         for cell in (SLEEP, WAIT_CELL, WAIT_AT):
             policy[b + cell] = LOCAL

@@ -67,7 +67,20 @@ REPORT: Final = (NEXT_T, 10)
 # and the value it waits for there (WAIT_CELL 0: it sleeps on something else)
 WAIT_CELL: Final = 14
 WAIT_AT: Final = 15
-WORKER_STRIDE: Final = 16
+# a worker that skips tags (a free-running run, :meth:`reactors.worker.WorkerScheduler._skip`):
+# from tag number SKIP_FROM on, while its DONE stays below SKIP_FROM, it runs nothing and
+# publishes nothing at any tag before (SKIP_T, SKIP_M), its earliest event, but the stop tag;
+# worker 0 calls it back at tag number CALL_SEQ, the tag (CALL_T, CALL_M) with the stop tag
+# (CALL_ST, CALL_SM). SKIP_* are written by the worker, CALL_* by worker 0.
+SKIP_T: Final = 16
+SKIP_M: Final = 17
+SKIP_FROM: Final = 18
+CALL_T: Final = 19
+CALL_M: Final = 20
+CALL_ST: Final = 21
+CALL_SM: Final = 22
+CALL_SEQ: Final = 23
+WORKER_STRIDE: Final = 24
 # STATUS values
 W_STARTING: Final = 0
 W_READY: Final = 1
@@ -179,7 +192,7 @@ class Control:
         c[STATE] = STARTING
         for w in range(self.workers):
             b = self.worker_base(w)
-            c[b + DONE] = -1
+            c[b + DONE] = c[b + SKIP_FROM] = c[b + CALL_SEQ] = -1
             c[b + NEXT_T] = c[b + REQ_T] = NONE_T
         for ch in range(self.channels):
             c[self.channel_base(ch) + C_STATE] = -2

@@ -62,6 +62,11 @@ def worker_main(
         sched, digest, timeline = _scheduler(program, graph, plan, me, end, opts, log, captured)
         end.channels.started(me, sched)
         sched.run()
+        if opts.verbose and sched.skipped:
+            log.info(
+                f"---- worker {me} skipped {sched.skipped:,} of {sched.seq + 1:,} tags "
+                "(no reaction of its own triggered, no crossing read)"
+            )
         write_records(opts, me, digest, timeline, sched.engine.tape, finished=True)
         return 0
     except Aborted:
@@ -173,15 +178,27 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
                 for pos, c in enumerate(members, 1)
                 if me in c.readers
             ]
-            incoming.append((b.first_read[me], readers, cell))
+            incoming.append((b.first_read[me], readers, cell, b.writer))
     port = stdout_port()
     sends = (
         channels.writer(plan.output_channel(me, 0), (), port),
         channels.writer(plan.output_channel(me, 1), (), port),
     )
     output = (captured, (port, sends))
+    steady = {w for b in plan.batches if not b.edge for w in b.first_read}
+    skippers = [w for w in range(1, plan.workers) if w not in steady] if free else []
     return Link(
-        end.ctl, me, end.bells, end.spin_ns, end.idle, incoming, outgoing, output, free, edge
+        end.ctl,
+        me,
+        end.bells,
+        end.spin_ns,
+        end.idle,
+        incoming,
+        outgoing,
+        output,
+        free,
+        edge,
+        skippers,
     )
 
 

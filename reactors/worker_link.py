@@ -18,12 +18,15 @@ class Link:
     ``bells[w]`` for every worker (worker 0's also wakes the coordinator) and ``bells[W]`` for
     the supervisor, the spin budget ``spin_ns``, ``idle(ready_fds)`` (called while blocked;
     may raise), the batches of crossings as ``incoming`` ``[(first rank here, [(position in
-    the batch, reader)], batch cell)]`` and the crossings as ``outgoing`` ``[(last writing
-    rank, writer, batch cell, position in the batch, reader workers)]``,
+    the batch, reader)], batch cell, writer worker)]`` and the crossings as ``outgoing``
+    ``[(last writing rank, writer, batch cell, position in the batch, reader workers)]``,
     ``output``: ``(Captured, (stdout port, (writer of even tags, writer of odd tags)))``, its
     reactions' stdout and how it is sent, ``free``: whether the run is free-running, and
     ``edge``: the cells of the batches exchanged only at the start and stop tags
-    (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out."""
+    (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out.
+    ``skippers``: the workers but 0 that read no crossing but at the start and stop tags, so
+    may skip the tags where they have nothing to run (a free-running run:
+    :meth:`reactors.worker.WorkerScheduler._skip`)."""
 
     def __init__(
         self,
@@ -32,11 +35,12 @@ class Link:
         bells: Sequence[Bell],
         spin_ns: int,
         idle: Idle | None,
-        incoming: Iterable[tuple[int, list[tuple[int, ChannelReader]], int]],
+        incoming: Iterable[tuple[int, list[tuple[int, ChannelReader]], int, int]],
         outgoing: Iterable[tuple[int, ChannelWriter, int, int, tuple[int, ...]]],
         output: tuple[Captured, tuple[Port, tuple[ChannelWriter, ChannelWriter]]],
         free: bool = False,
         edge: Iterable[int] = (),
+        skippers: Iterable[int] = (),
     ):
         self.ctl, self.me, self.bells = ctl, me, bells
         self.free = free
@@ -47,3 +51,4 @@ class Link:
         self.steady_in = [x for x in self.incoming if x[2] not in edge]
         self.steady_out = [x for x in self.outgoing if x[2] not in edge]
         self.captured, self.output = output
+        self.skippers = tuple(skippers)

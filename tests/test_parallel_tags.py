@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, build, run_digest, same_on_any_workers
+from conftest import ROOT, build, run_digest, run_program, same_on_any_workers
 
 from reactors import costs, shm
 from reactors.codec import Packer, Unpacker
@@ -25,6 +25,7 @@ from reactors.topology import Crossing, batches
 
 BENCH = ROOT / "lf_src" / "bench"
 EDGES = ROOT / "tests" / "parallel_fixtures" / "Edges.lf"
+SKIPS = ROOT / "tests" / "parallel_fixtures" / "Skips.lf"
 
 # --------------------------------------------------------------------------- the codec
 
@@ -222,6 +223,54 @@ def test_free_running_needs_fast_and_no_physical_time(envbank):
     assert free_running(graph, True, False)
     assert not free_running(graph, False, False)
     assert not free_running(graph, True, True)
+
+
+@pytest.fixture(scope="module")
+def skips(tmp_path_factory):
+    return build(SKIPS, tmp_path_factory.mktemp("skips"))
+
+
+@pytest.mark.parametrize("backend", ["processes", "threads"])
+def test_a_worker_with_nothing_to_run_skips_the_tags_between_its_own(skips, backend):
+    """The sampler's worker reads no crossing and has an event every 50 ticks: on two
+    workers it runs its 20 samples, the start and the stop tag, and skips the other 999 of
+    the run's 1,021 tags without a report or a wait; the ticker's worker takes each sample
+    at its tag and the sampler's crossing as absent at the ticks, as on one worker."""
+    one, d1 = run_digest(skips, "one", "-w", "1")
+    two, d2 = run_digest(skips, "two", "-w", "2", "--backend", backend, "--verbose")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    lines = one.stdout.splitlines()
+    assert lines[:20] == [f"{5.5 + 50 * k} ms: sample {k + 1}" for k in range(20)]
+    assert sorted(lines[20:]) == [
+        "sampler: 20 samples, stopped at 1000.0 ms",
+        "ticker: 1001 ticks, samples sum to 210",
+    ]
+    assert two.stdout == one.stdout
+    assert d1 and d2 == d1
+    assert "worker 1 skipped 999 of 1,021 tags" in two.stderr
+    assert "skipped" not in run_program(skips, "-w", "2").stderr  # said with --verbose only
+
+
+def test_a_stop_asked_while_a_worker_skips_reaches_it_at_the_stop_tag(skips):
+    """The ticker asks to stop at its 300th tick (299 ms): the skipping worker is called
+    back at the stop tag (299 ms, 1), before its next sample, and runs its shutdown there."""
+    one = run_program(skips, "-w", "1", "--stop_at", "300")
+    two = run_program(skips, "-w", "2", "--stop_at", "300", "--verbose")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    assert "sampler: 6 samples, stopped at 299.0 ms" in one.stdout.splitlines()
+    assert two.stdout == one.stdout
+    # 300 ticks, 6 samples, the stop tag; the sampler runs 8: the start, samples, stop
+    assert "worker 1 skipped 299 of 307 tags" in two.stderr
+
+
+def test_a_recorded_run_keeps_every_worker_at_every_tag(skips, tmp_path):
+    """A recording checks every worker's ports at the end of each tag: no tag is skipped
+    (and the result is the same)."""
+    one = run_program(skips, "-w", "1")
+    two = run_program(skips, "-w", "2", "--verbose", "--record", str(tmp_path / "rec"))
+    assert two.returncode == 0, two.stderr
+    assert two.stdout == one.stdout
+    assert "skipped" not in two.stderr
 
 
 # --------------------------------------------------------------------------- waiting
