@@ -41,6 +41,7 @@ MODULES = (
     "port",
     "scheduler",
     "shm",
+    "skips",
     "sync",
     "timer",
     "worker",

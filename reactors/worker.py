@@ -29,13 +29,9 @@ run (:func:`reactors.plan.free_running`):
   sets by the parity of the tag, since a worker may finish tag ``s + 1`` before a slower one
   has read the reports of tag ``s``. Worker 0 prints each tag's text after the exchange.
 
-  A worker other than 0 that reads no crossing but at the start and stop tags *skips* the
-  tags where none of its reactions is triggered (:meth:`WorkerScheduler._skip`): it announces
-  its earliest event once and sleeps; the others take its crossings as absent and its report
-  as unchanged at every tag before that event, without waiting for it, and worker 0 calls it
-  back at that event or at the stop tag. A tag where nothing crosses to such a worker and
-  nothing happens on it thus costs it, and the others, no synchronisation. A worker that
-  writes a checkpoint or a recording (both act at every tag) does not skip.
+  A worker other than 0 that reads no crossing but at the start and stop tags skips the tags
+  where none of its reactions is triggered, and the others do not wait for it there
+  (:mod:`reactors.skips`).
 """
 
 from __future__ import annotations
@@ -48,6 +44,7 @@ from .engine import decide
 from .eventq import heappop
 from .log import Log
 from .scheduler import Scheduler
+from .skips import Skips
 from .sync import (
     ABORT,
     BATCH_SEQ,
@@ -65,9 +62,6 @@ from .sync import (
     LOST,
     NONE_T,
     REPORT,
-    SKIP_FROM,
-    SKIP_M,
-    SKIP_T,
     SLEEP,
     START_T,
     STATE,
@@ -161,17 +155,6 @@ class WorkerScheduler(Scheduler):
         self._accounted = 0
         self._want = self._cell = 0  # what the current wait waits for
         ctl = link.ctl
-        # each other worker's SLEEP cell and bell (rung when it sleeps: ring_if_sleeping), and
-        # its first cell if it may skip tags (else -1)
-        self.peer_bells = [
-            (
-                ctl.worker_base(w) + SLEEP,
-                link.bells[w],
-                ctl.worker_base(w) if w in link.skippers else -1,
-            )
-            for w in range(ctl.workers)
-            if w != self.me
-        ]
         self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
         # the workers that read crossings written here, with their first cell
         self.readers = [
@@ -180,18 +163,8 @@ class WorkerScheduler(Scheduler):
         self.report_cells = [
             [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
         ]
-        # the other workers that may skip tags, their first cell and bell; whether this one
-        # may (not with a checkpointer or a recording: run()); the DONE cell of every worker
-        # with the first cell of a possible skipper (else -1)
-        self.skippers = [(ctl.worker_base(w), link.bells[w]) for w in link.skippers if w != self.me]
-        self.skips = self.me in link.skippers
-        self.done_of = [
-            (ctl.worker_base(w) + DONE, ctl.worker_base(w) if w in link.skippers else -1)
-            for w in range(ctl.workers)
-        ]
-        self.base_of = [ctl.worker_base(w) for w in range(ctl.workers)]
+        self.skip = Skips(ctl, self.me, link.bells, link.skippers, self.engine)
         self._writer = -1  # while waiting for a batch: its writer's first cell if it may skip
-        self.skipped = 0  # tags this worker skipped
 
     def _signal(self) -> int:
         return self.cells[STOP_ASKED]  # written by the supervisor
@@ -214,7 +187,7 @@ class WorkerScheduler(Scheduler):
             self._await_go(0)
             self._first_tag()
             if checkpoint is not None or engine.tape is not None:  # they act at every tag
-                self.skips = False
+                self.skip.may = False
             while True:
                 self._run_tag()
                 if self.transitions:
@@ -232,7 +205,7 @@ class WorkerScheduler(Scheduler):
                     if final:
                         break
                     self._agree()
-                    if self.skips and not self.rq and not engine.at_stop():
+                    if self.skip.may and not self.rq and not engine.at_stop():
                         self._skip()
                     continue
                 if coord is not None:
@@ -270,7 +243,7 @@ class WorkerScheduler(Scheduler):
         return (
             cells[self._cell] >= self._want
             or cells[STATE] == ABORT
-            or (self._writer >= 0 and self._skipping(self._writer))
+            or (self._writer >= 0 and self.skip.skipping(self._writer))
         )
 
     def _await_go(self, seq: int) -> None:
@@ -377,7 +350,7 @@ class WorkerScheduler(Scheduler):
         self.send_output()
         self.link.ctl.set_done(self.me, self.seq, self.link.free and not final)
         if self.link.free:
-            self._wake_peers()
+            self.skip.wake_peers()
         else:
             ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
 
@@ -385,67 +358,30 @@ class WorkerScheduler(Scheduler):
 
     def _all_done(self) -> bool:
         cells = self.cells
-        if not self.skippers:
+        if not self.skip.others:
             return all_done(cells, self.done_cells, self._want)
-        want = self._want
-        for cell, b in self.done_of:
-            if cells[cell] < want and (b < 0 or not self._skipping(b)):
-                return cells[FAILS] != 0 or cells[STATE] == ABORT
-        return True
-
-    def _wake_peers(self) -> None:
-        """Ring the other workers that sleep, but those asleep in a skip (:meth:`_skip`;
-        worker 0 calls them back): they wait for nothing this worker did."""
-        cells = self.cells
-        for sleep_cell, bell, b in self.peer_bells:
-            if cells[sleep_cell]:
-                if b >= 0:
-                    start = cells[b + SKIP_FROM]
-                    if cells[b + DONE] < start and cells[b + CALL_SEQ] < start:
-                        continue
-                bell.ring()
-
-    def _skipping(self, b: int) -> bool:
-        """Whether the worker whose cells start at ``b`` skips the current tag: it announced
-        a skip it has not ended (its ``DONE`` is below ``SKIP_FROM``), the tag is before its
-        earliest event and is not the stop tag. Every worker reads the same answer: the skip's
-        cells do not change until the skipping worker runs a tag again."""
-        cells, engine = self.cells, self.engine
-        start = cells[b + SKIP_FROM]
-        t, m = cells[b + SKIP_T], cells[b + SKIP_M]
-        if cells[b + DONE] >= start:  # read last: a later skip's cells come after a DONE
-            return False
-        if engine.time > t or (engine.time == t and engine.micro >= m):
-            return False
-        return not (engine.time == engine.stop_time and engine.micro == engine.stop_micro)
+        return self.skip.all_done(self._want) or cells[FAILS] != 0 or cells[STATE] == ABORT
 
     def _skip(self) -> None:
-        """Skip the tags before this worker's earliest event: it reads no crossing at
-        them and runs nothing, so it neither publishes nor reports at them; the others
-        treat its crossings as absent and its report as unchanged (:meth:`_skipping`). It
-        sleeps until worker 0 calls it back (:meth:`_call`) at its earliest event or at the
-        stop tag, whichever the run reaches first, and enters that tag."""
+        """Skip the tags before this worker's earliest event (:mod:`reactors.skips`): report
+        it, announce the skip, sleep until worker 0 calls this worker back at that event or
+        at the stop tag, whichever the run reaches first, and enter that tag."""
         link, engine = self.link, self.engine
-        ctl = link.ctl
-        shared, cells, base = ctl.cells, self.cells, self.base
+        cells, base = self.cells, self.base
         top = engine.earliest()
         nt, nm = top if top is not None else (NONE_T, 0)
         # the report of this tag (nobody reads it before every worker's DONE of this tag
         # or this skip); that of the last tag run stays valid: nothing changed since
         r = self.report_cells[self.seq & 1][self.me]
-        ctl.write_cells(r, (nt, nm, engine.stop_time, engine.stop_micro))
-        shared[base + SKIP_T] = nt
-        shared[base + SKIP_M] = nm
-        shared[base + SKIP_FROM] = self.seq
-        ctl.flush()
-        self._wake_peers()  # those waiting for this worker's DONE or crossings
+        link.ctl.write_cells(r, (nt, nm, engine.stop_time, engine.stop_micro))
+        self.skip.announce(base, self.seq, (nt, nm))
         self._want = self.seq
         if not self._called():
             wait(self._called, cells, base + SLEEP, self.bell, link.spin_ns, link.idle)
         if cells[FAILS] or cells[STATE] == ABORT:
             raise Aborted()
         seq = cells[base + CALL_SEQ]
-        self.skipped += seq - self.seq
+        self.skip.skipped += seq - self.seq
         self.seq = seq
         engine.stop_time, engine.stop_micro = cells[base + CALL_ST], cells[base + CALL_SM]
         gt, gm = cells[base + CALL_T], cells[base + CALL_M]
@@ -458,23 +394,6 @@ class WorkerScheduler(Scheduler):
         return (
             cells[self.base + CALL_SEQ] >= self._want or cells[FAILS] != 0 or cells[STATE] == ABORT
         )
-
-    def _call(self) -> None:
-        """Worker 0, having entered a tag: call back every worker whose skip ends there."""
-        cells, engine = self.cells, self.engine
-        shared = self.link.ctl.cells
-        for b, bell in self.skippers:
-            start = cells[b + SKIP_FROM]
-            if cells[b + CALL_SEQ] >= start or cells[b + DONE] >= start or self._skipping(b):
-                continue
-            shared[b + CALL_T] = engine.time
-            shared[b + CALL_M] = engine.micro
-            shared[b + CALL_ST] = engine.stop_time
-            shared[b + CALL_SM] = engine.stop_micro
-            shared[b + CALL_SEQ] = self.seq
-            self.link.ctl.flush()
-            if cells[b + SLEEP]:
-                bell.ring()
 
     def _await_all_done(self, seq: int) -> None:
         """Wait until every worker published ``DONE`` of tag ``seq``; :class:`Aborted` if
@@ -512,8 +431,8 @@ class WorkerScheduler(Scheduler):
         engine.advance(gt, gm, self.present)
         if gt == stop[0] and gm == stop[1]:
             self._trigger_shutdown()
-        if self.me == 0 and self.skippers:
-            self._call()
+        if self.me == 0 and self.skip.others:
+            self.skip.call(self.seq)
 
     # ------------------------------------------------------------------ one tag
 
@@ -600,8 +519,8 @@ class WorkerScheduler(Scheduler):
         base = seq * BATCH_SEQ
         for pos, reader in readers:
             if cells[cell] < base + pos:
-                wb = self.done_of[writer][1]
-                if wb >= 0 and self._skipping(wb):
+                wb = self.skip.first[writer]
+                if wb >= 0 and self.skip.skipping(wb):
                     continue  # not published at this tag: absent (cleared as the tag began)
                 self._writer = wb
                 link, me = self.link, self.base

@@ -62,9 +62,9 @@ def worker_main(
         sched, digest, timeline = _scheduler(program, graph, plan, me, end, opts, log, captured)
         end.channels.started(me, sched)
         sched.run()
-        if opts.verbose and sched.skipped:
+        if opts.verbose and sched.skip.skipped:
             log.info(
-                f"---- worker {me} skipped {sched.skipped:,} of {sched.seq + 1:,} tags "
+                f"---- worker {me} skipped {sched.skip.skipped:,} of {sched.seq + 1:,} tags "
                 "(no reaction of its own triggered, no crossing read)"
             )
         write_records(opts, me, digest, timeline, sched.engine.tape, finished=True)
