@@ -8,8 +8,10 @@ workers cannot pay. The figure is µs per round, measured inside the program aft
 round (the median of several runs); the checksum must be the same on every worker count.
 
 Busy processes are our own (a bounded pure-Python loop each, stopped when the row is done);
-each row's note gives the 1-minute load average before it ran, and a row measured while other
-processes than ours kept the load above the core count says so ("LOADED").
+each row's note gives the 1-minute load average and the tasks that wanted a core just before
+its runs (:func:`bench.programs.runnable`: the average lags, and still counts the busy
+processes of the row before for a minute), and a row that other tasks than ours found with
+more runnable tasks than cores says so ("LOADED").
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from .common import ROOT, Row, build, cores, scratch, variant
-from .programs import build_program, load_average
+from .programs import build_program, load_average, runnable
 from .programs import run as run_program
 from .rows import Table
 
@@ -108,8 +110,8 @@ def case_rows(case: Case, reps: int) -> list[Row]:
     processes depends on the run before, so no count always follows the same one); its rows
     (the median µs per round of each, ratios, load)."""
     launcher = build_program(case.program, case.defines, scratch())
-    load = load_average()
-    marked = "LOADED " if load - case.busy > cores() else ""
+    load, others = load_average(), runnable()  # before our busy processes start
+    marked = "LOADED " if others > cores() else ""
     runs: dict[int, list[dict]] = {1: [], 2: [], 0: []}
     with Busy(case.busy, 600):
         run_program(launcher, n_workers=0, timeout=600)  # -w 0 measures once (no profile yet)
@@ -121,7 +123,10 @@ def case_rows(case: Case, reps: int) -> list[Row]:
     us1, us2, us0 = (statistics.median(r["us_per_round"] for r in runs[w]) for w in (1, 2, 0))
     sums = {r["checksum"] for got in runs.values() for r in got}
     status = "ok" if len(sums) == 1 else f"FAILED: checksums differ {sorted(sums)}"
-    note = f"{marked}load {load:.2f} before, {cores()} cores, {case.busy} busy process(es) of ours"
+    note = (
+        f"{marked}load {load:.2f}, runnable {others:.1f} before, {cores()} cores, "
+        f"{case.busy} busy process(es) of ours"
+    )
     table = Table(case.title, "µs/round", higher_better=False)
     table.ours(lambda: (us2, f"-w 2; {note}"))
     table.peer(
