@@ -67,7 +67,7 @@ REPORT: Final = (NEXT_T, 10)
 # and the value it waits for there (WAIT_CELL 0: it sleeps on something else)
 WAIT_CELL: Final = 14
 WAIT_AT: Final = 15
-# a worker that skips tags (a free-running run, :meth:`reactors.worker.WorkerScheduler._skip`):
+# a worker that skips tags (a free-running run, :mod:`reactors.skips`):
 # from tag number SKIP_FROM on, while its DONE stays below SKIP_FROM, it runs nothing and
 # publishes nothing at any tag before (SKIP_T, SKIP_M), its earliest event, but the stop tag;
 # worker 0 calls it back at tag number CALL_SEQ, the tag (CALL_T, CALL_M) with the stop tag

@@ -26,7 +26,7 @@ class Link:
     (:attr:`reactors.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them out.
     ``skippers``: the workers but 0 that read no crossing but at the start and stop tags, so
     may skip the tags where they have nothing to run (a free-running run:
-    :meth:`reactors.worker.WorkerScheduler._skip`)."""
+    :mod:`reactors.skips`)."""
 
     def __init__(
         self,
