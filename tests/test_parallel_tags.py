@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ from reactors.topology import Crossing, batches
 BENCH = ROOT / "lf_src" / "bench"
 EDGES = ROOT / "tests" / "parallel_fixtures" / "Edges.lf"
 SKIPS = ROOT / "tests" / "parallel_fixtures" / "Skips.lf"
+SKIPS_MANY = ROOT / "tests" / "parallel_fixtures" / "SkipsMany.lf"
 
 # --------------------------------------------------------------------------- the codec
 
@@ -271,6 +273,54 @@ def test_a_recorded_run_keeps_every_worker_at_every_tag(skips, tmp_path):
     assert two.returncode == 0, two.stderr
     assert two.stdout == one.stdout
     assert "skipped" not in two.stderr
+
+
+def _skipped_in_skips_many(workers: int) -> dict[int, int]:
+    """How many tags each skipping worker of SkipsMany.lf skips on ``workers`` workers, from
+    its schedule (times in µs): every tag but the start tag, the stop tag and those of its
+    own sources' events (a's bursts of three microsteps, b's timer and its values arriving
+    2 ms later, c's pairs), the run being every event's tag up to the stop tag (297.9 ms, 1)."""
+    stop = (297_900, 1)
+
+    def upto(tags):
+        return {t for t in tags if t <= stop}
+
+    ticks = upto((700 * k, 0) for k in range(1000))
+    own = {
+        "a": upto((300 + 7_000 * j, m) for j in range(100) for m in range(3)),
+        "b": upto([(1_100 + 13_000 * j, 0) for j in range(100)])
+        | upto([(3_100 + 13_000 * j, 0) for j in range(100)]),
+        "c": upto((2_900 + 5_000 * j, m) for j in range(60) for m in range(2)),
+    }
+    every = ticks.union(*own.values()) | {stop}
+    pins = {"a": 1, "b": 2, "c": 3}  # @worker(n): worker n mod W; the sink on worker 0
+    on: dict[int, set] = {}
+    for name, pin in pins.items():
+        on.setdefault(pin % workers, set()).update(own[name])
+    return {w: len(every - tags - {(0, 0), stop}) for w, tags in on.items() if w}
+
+
+def test_sparse_sources_on_their_own_workers_skip_alike_on_any_workers(tmp_path):
+    """Three sparse sources on workers of their own (microstep bursts, an ``after`` delay, a
+    stop asked by one of them) and a sink with its own tick: every worker count prints the
+    same lines and sends the same values, and each source's worker skips exactly the tags
+    where none of its events falls."""
+    launcher = build(SKIPS_MANY, tmp_path)
+    ref, digest = run_digest(launcher, "w1", "-w", "1")
+    assert ref.returncode == 0, ref.stderr
+    lines = ref.stdout.splitlines()
+    assert lines[:3] == [
+        f"300 us +{m}: [{v}, None, None] after 1 ticks" for m, v in enumerate((1, -101, -100))
+    ]
+    assert lines[-1] == "sink: 426 ticks, stopped at 297900 us"
+    same_on_any_workers(launcher, ref, digest, None)
+    for workers in (2, 4):
+        r = run_program(launcher, "-w", str(workers), "--verbose")
+        said = {
+            int(m[0]): int(m[1].replace(",", ""))
+            for m in re.findall(r"worker (\d+) skipped ([\d,]+) of 706 tags", r.stderr)
+        }
+        assert said == _skipped_in_skips_many(workers), r.stderr
 
 
 # --------------------------------------------------------------------------- waiting
