@@ -59,13 +59,14 @@ from .sync import (
     STOP_T,
     W_FAILED,
     W_READY,
+    Aborted,
     Control,
     all_done,
     ring_if_sleeping,
     wait,
 )
 from .transport import Bell, ChannelReader, Idle, Waker
-from .worker import Aborted, WorkerScheduler
+from .worker import WorkerScheduler
 
 if TYPE_CHECKING:
     from .checkpoint import Resume

@@ -101,7 +101,7 @@ def cell_policy(ctl: Control) -> bytearray:
     of the same process: ``GO_T..STOP_M`` by ``GO_SEQ``, ``START_T`` by ``STATE``, reports by
     ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a skip's tag by ``SKIP_FROM``, a call's tags by
     ``CALL_SEQ``, a reader's held slots by its next ``DONE``, a
-    batch's cell by the flush that ends :meth:`reactors.worker.WorkerScheduler._publish` or,
+    batch's cell by the flush that ends :meth:`reactors.worker_link.Link.publish` or,
     after a tag's last reaction, by the worker's ``DONE`` (or its next send, when that
     ``DONE`` is kept: :meth:`NetControl.set_done`)."""
     n = ctl.size(ctl.workers, ctl.channels, ctl.batches) // 8

@@ -40,10 +40,20 @@ from .output import Captured
 from .plan import Plan
 from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
-from .sync import ABORT, FAILS, STATE, STATUS, STOP_ASKED, W_FAILED, W_FINISHED, Control, FdBell
+from .sync import (
+    ABORT,
+    FAILS,
+    STATE,
+    STATUS,
+    STOP_ASKED,
+    W_FAILED,
+    W_FINISHED,
+    Aborted,
+    Control,
+    FdBell,
+)
 from .target import DEFAULTS
 from .transport import Bell, Endpoint, Idle, Waker, WorkerDied
-from .worker import Aborted
 from .worker_life import report_failure, worker_main
 
 _SUPERVISED = frozenset({signal.SIGINT, signal.SIGHUP})  # handled by the supervisor alone

@@ -30,13 +30,13 @@ from .sync import (
     STATUS,
     W_FAILED,
     W_FINISHED,
+    Aborted,
     Control,
     FdBell,
     Waker,
 )
 from .transport import Idle
 from .wire import Link, NetError, Receiver
-from .worker import Aborted
 
 _EXIT_S = 60.0  # how long a node's copy waits for the run's workers to end
 _ALIVE_S = 0.02  # how often an idle worker checks that the supervising process lives

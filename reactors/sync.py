@@ -113,9 +113,14 @@ BATCH_SEQ: Final = 1 << 20  # more than the crossings of any batch
 
 NONE_T: Final = FOREVER  # "no tag"
 
+
+class Aborted(Exception):
+    """The coordinator aborted the run (another worker failed, Ctrl-C, a worker died)."""
+
+
 Idle = Callable[[list[int]], None]
 """Called by a waiter after every blocking slice with the ready file descriptors; may raise
-(:class:`reactors.transport.WorkerDied`, :class:`reactors.worker.Aborted`) to end the wait."""
+(:class:`reactors.transport.WorkerDied`, :class:`Aborted`) to end the wait."""
 
 
 class Waker(Protocol):

@@ -73,9 +73,9 @@ from .sync import (
     W_READY,
     WAIT_AT,
     WAIT_CELL,
+    Aborted,
     all_done,
     ring_if_sleeping,
-    ring_if_waiting,
     wait,
 )
 from .transport import ChannelReader
@@ -86,10 +86,6 @@ if TYPE_CHECKING:
     from .trace import TagRecorder
 
 _END: Final = 1 << 62  # a rank larger than any
-
-
-class Aborted(Exception):
-    """The coordinator aborted the run (another worker failed, Ctrl-C, a worker died)."""
 
 
 class TagDecider(Protocol):
@@ -156,10 +152,6 @@ class WorkerScheduler(Scheduler):
         self._want = self._cell = 0  # what the current wait waits for
         ctl = link.ctl
         self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
-        # the workers that read crossings written here, with their first cell
-        self.readers = [
-            (w, ctl.worker_base(w)) for w in sorted({w for x in link.outgoing for w in x[4]})
-        ]
         self.report_cells = [
             [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
         ]
@@ -461,7 +453,7 @@ class WorkerScheduler(Scheduler):
                 k = inc[i][0] if i < ni else _END
                 if j < no and out[j][0] < min(r, k):
                     # after the tag's last reaction the worker's DONE sends what it published
-                    j = self._publish(out, j, min(r, k), seq, r != _END or k != _END)
+                    j = link.publish(out, j, min(r, k), seq, r != _END or k != _END)
                 if k <= r and k != _END:
                     self._receive(inc[i], seq)
                     i += 1
@@ -482,32 +474,6 @@ class WorkerScheduler(Scheduler):
             if last >= 0:
                 self.failed = self.program.reactions[last]
             raise
-
-    def _publish(self, out: list, j: int, bound: int, seq: int, flush: bool) -> int:
-        """Publish the crossings ``out[j:]`` whose last writer rank is below ``bound``, each
-        counted in its batch's cell; wake their sleeping readers; ``flush``: make them
-        visible to other nodes now, not with the next sent cell. Returns the next index."""
-        link = self.link
-        ctl = link.ctl
-        cells = ctl.cells
-        base = seq * BATCH_SEQ
-        first, n = j, len(out)
-        while j < n:
-            last, writer, cell, pos, _ = out[j]
-            if last >= bound:
-                break
-            writer.publish(seq)
-            cells[cell] = base + pos
-            j += 1
-        if flush:
-            ctl.flush()  # across nodes: the publications go in one send
-        local = self.cells
-        for w, at in self.readers:
-            if local[at + SLEEP]:  # rare: a reader that waits long enough to sleep
-                published = [x[2] for x in out[first:j] if w in x[4]]
-                if published:
-                    ring_if_waiting(local, at, link.bells[w], published)
-        return j
 
     def _receive(
         self, batch: tuple[int, list[tuple[int, ChannelReader]], int, int], seq: int

@@ -24,10 +24,10 @@ from .records import write_records
 from .replay import replay_timing, tape_for
 from .shm import SharedMemoryFull
 from .snapshot import SnapshotError
-from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Control
+from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Aborted, Control
 from .trace import Digest, Recorders, Timeline
 from .transport import Bell, Endpoint
-from .worker import Aborted, WorkerScheduler
+from .worker import WorkerScheduler
 from .worker_link import Link
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from .output import Captured
 from .port import Port
-from .sync import Bell, Control, Idle
+from .sync import BATCH_SEQ, SLEEP, Bell, Control, Idle, ring_if_waiting
 from .transport import ChannelReader, ChannelWriter
 
 
@@ -52,3 +52,33 @@ class Link:
         self.steady_out = [x for x in self.outgoing if x[2] not in edge]
         self.captured, self.output = output
         self.skippers = tuple(skippers)
+        # the workers that read crossings written here, with their first cell
+        self.readers = [
+            (w, ctl.worker_base(w)) for w in sorted({w for x in self.outgoing for w in x[4]})
+        ]
+
+    def publish(self, out: list, j: int, bound: int, seq: int, flush: bool) -> int:
+        """Publish for tag number ``seq`` the crossings ``out[j:]`` (``outgoing`` or
+        ``steady_out``) whose last writer rank is below ``bound``, each counted in its batch's
+        cell; wake their sleeping readers; ``flush``: make them visible to other nodes now,
+        not with the next sent cell. Returns the next index."""
+        ctl = self.ctl
+        cells = ctl.cells
+        base = seq * BATCH_SEQ
+        first, n = j, len(out)
+        while j < n:
+            last, writer, cell, pos, _ = out[j]
+            if last >= bound:
+                break
+            writer.publish(seq)
+            cells[cell] = base + pos
+            j += 1
+        if flush:
+            ctl.flush()  # across nodes: the publications go in one send
+        local = ctl.local_cells
+        for w, at in self.readers:
+            if local[at + SLEEP]:  # rare: a reader that waits long enough to sleep
+                published = [x[2] for x in out[first:j] if w in x[4]]
+                if published:
+                    ring_if_waiting(local, at, self.bells[w], published)
+        return j
