@@ -21,18 +21,25 @@ from collections.abc import Iterable, Sequence
 
 from .engine import TagEngine
 from .sync import (
+    ABORT,
     CALL_M,
     CALL_SEQ,
     CALL_SM,
     CALL_ST,
     CALL_T,
     DONE,
+    FAILS,
     SKIP_FROM,
     SKIP_M,
     SKIP_T,
     SLEEP,
+    STATE,
+    Aborted,
+    Bell,
     Control,
+    Idle,
     Waker,
+    wait,
 )
 
 
@@ -68,6 +75,8 @@ class Skips:
             (ctl.worker_base(w) + SLEEP, bells[w], first[w]) for w in range(ctl.workers) if w != me
         ]
         self.skipped = 0
+        self._called_at = 0  # the cell and the tag number a sleeping skip waits for
+        self._from = 0
 
     def skipping(self, b: int) -> bool:
         """Whether the worker whose cells start at ``b`` skips the current tag: it announced
@@ -80,15 +89,15 @@ class Skips:
             return False
         if engine.time > t or (engine.time == t and engine.micro >= m):
             return False
-        return not (engine.time == engine.stop_time and engine.micro == engine.stop_micro)
+        return not engine.at_stop()
 
     def all_done(self, seq: int) -> bool:
-        """Whether every worker published ``DONE`` of tag number ``seq`` or skips the tag
-        (the failure and abort conditions are the caller's)."""
+        """As :func:`reactors.sync.all_done`: whether every worker published ``DONE`` of tag
+        number ``seq`` or skips the tag, or one failed, or the run was aborted."""
         cells = self.cells
         for cell, b in self.done_of:
             if cells[cell] < seq and (b < 0 or not self.skipping(b)):
-                return False
+                return cells[FAILS] != 0 or cells[STATE] == ABORT
         return True
 
     def asleep_in_skip(self, b: int) -> bool:
@@ -105,16 +114,49 @@ class Skips:
             if cells[sleep_cell] and (b < 0 or not self.asleep_in_skip(b)):
                 bell.ring()
 
-    def announce(self, base: int, seq: int, until: tuple[int, int]) -> None:
-        """This worker (cells from ``base``) skips from tag number ``seq`` on, until its
-        earliest event ``until`` (time ns, microstep; ``FOREVER`` for none); the caller
-        wrote its report for ``seq`` already."""
-        shared = self.ctl.cells
+    def sleep(
+        self,
+        base: int,
+        seq: int,
+        until: tuple[int, int],
+        bell: Bell,
+        spin_ns: int,
+        idle: Idle | None,
+    ) -> tuple[int, int, int, int, int]:
+        """This worker (cells from ``base``, woken by ``bell``; ``spin_ns`` and ``idle`` as
+        for :func:`reactors.sync.wait`) skips from tag number ``seq`` on, until its earliest
+        event ``until`` (time ns, microstep; ``FOREVER`` for none): announce it and sleep
+        until worker 0 calls it back. The caller wrote its report for ``seq`` already.
+        Returns the tag to enter: ``(tag number, time ns, microstep, stop time ns, stop
+        microstep)``.
+
+        Raises:
+            Aborted: the run was aborted or a worker failed meanwhile.
+        """
+        cells, shared = self.cells, self.ctl.cells
         shared[base + SKIP_T] = until[0]
         shared[base + SKIP_M] = until[1]
         shared[base + SKIP_FROM] = seq
         self.ctl.flush()
         self.wake_peers()  # those waiting for this worker's DONE or crossings
+        self._called_at, self._from = base + CALL_SEQ, seq
+        if not self._called():
+            wait(self._called, cells, base + SLEEP, bell, spin_ns, idle)
+        if cells[FAILS] or cells[STATE] == ABORT:
+            raise Aborted()
+        call = cells[base + CALL_SEQ]
+        self.skipped += call - seq
+        return (
+            call,
+            cells[base + CALL_T],
+            cells[base + CALL_M],
+            cells[base + CALL_ST],
+            cells[base + CALL_SM],
+        )
+
+    def _called(self) -> bool:
+        cells = self.cells
+        return cells[self._called_at] >= self._from or cells[FAILS] != 0 or cells[STATE] == ABORT
 
     def call(self, seq: int) -> None:
         """Worker 0, having entered tag number ``seq``: call back every worker whose skip

@@ -48,11 +48,6 @@ from .skips import Skips
 from .sync import (
     ABORT,
     BATCH_SEQ,
-    CALL_M,
-    CALL_SEQ,
-    CALL_SM,
-    CALL_ST,
-    CALL_T,
     COORD_SLEEP,
     DONE,
     FAILS,
@@ -349,43 +344,27 @@ class WorkerScheduler(Scheduler):
     # ------------------------------------------------------------------ free-running
 
     def _all_done(self) -> bool:
-        cells = self.cells
-        if not self.skip.others:
-            return all_done(cells, self.done_cells, self._want)
-        return self.skip.all_done(self._want) or cells[FAILS] != 0 or cells[STATE] == ABORT
+        if self.skip.others:
+            return self.skip.all_done(self._want)
+        return all_done(self.cells, self.done_cells, self._want)
 
     def _skip(self) -> None:
         """Skip the tags before this worker's earliest event (:mod:`reactors.skips`): report
-        it, announce the skip, sleep until worker 0 calls this worker back at that event or
-        at the stop tag, whichever the run reaches first, and enter that tag."""
+        it, sleep until worker 0 calls this worker back at that event or at the stop tag,
+        whichever the run reaches first, and enter that tag."""
         link, engine = self.link, self.engine
-        cells, base = self.cells, self.base
         top = engine.earliest()
         nt, nm = top if top is not None else (NONE_T, 0)
         # the report of this tag (nobody reads it before every worker's DONE of this tag
         # or this skip); that of the last tag run stays valid: nothing changed since
         r = self.report_cells[self.seq & 1][self.me]
         link.ctl.write_cells(r, (nt, nm, engine.stop_time, engine.stop_micro))
-        self.skip.announce(base, self.seq, (nt, nm))
-        self._want = self.seq
-        if not self._called():
-            wait(self._called, cells, base + SLEEP, self.bell, link.spin_ns, link.idle)
-        if cells[FAILS] or cells[STATE] == ABORT:
-            raise Aborted()
-        seq = cells[base + CALL_SEQ]
-        self.skip.skipped += seq - self.seq
-        self.seq = seq
-        engine.stop_time, engine.stop_micro = cells[base + CALL_ST], cells[base + CALL_SM]
-        gt, gm = cells[base + CALL_T], cells[base + CALL_M]
-        engine.advance(gt, gm, self.present)
-        if gt == engine.stop_time and gm == engine.stop_micro:
-            self._trigger_shutdown()
-
-    def _called(self) -> bool:
-        cells = self.cells
-        return (
-            cells[self.base + CALL_SEQ] >= self._want or cells[FAILS] != 0 or cells[STATE] == ABORT
+        self.seq, gt, gm, engine.stop_time, engine.stop_micro = self.skip.sleep(
+            self.base, self.seq, (nt, nm), self.bell, link.spin_ns, link.idle
         )
+        engine.advance(gt, gm, self.present)
+        if engine.at_stop():
+            self._trigger_shutdown()
 
     def _await_all_done(self, seq: int) -> None:
         """Wait until every worker published ``DONE`` of tag ``seq``; :class:`Aborted` if
