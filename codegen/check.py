@@ -14,6 +14,7 @@ import os
 from . import tree
 from .diagnostics import Reporter
 from .loader import Program
+from .parse import is_name
 from .units import is_time_unit
 
 # What reaches reaction and method code as an argument beside ``self``.
@@ -117,6 +118,12 @@ def find_main(program: Program, rep: Reporter) -> tree.Reactor | None:
     if main.name is not None and main.name != stem:
         rep.error(
             f"the main reactor's name must match the file name '{stem}'", main.name_pos or main.pos
+        )
+    elif main.name is None and not is_name(stem):
+        rep.error(
+            f"the main reactor takes its name from the file, and '{stem}' is not a name: "
+            "rename the file (letters, digits and '_', not starting with a digit)",
+            main.pos,
         )
     if main.federated:
         rep.warning(

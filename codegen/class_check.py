@@ -10,13 +10,16 @@ from . import tree
 from .classes import ClassTable, ReactorClass
 from .diagnostics import Reporter
 from .names import check_names
+from .scope import check_declarations
 
 
 def check_classes(table: ClassTable, rep: Reporter) -> None:
-    """Rules on flattened classes: every name resolves (:mod:`codegen.names`), references in
-    reactions and connections are of the right kind, no write conflicts."""
+    """Rules on flattened classes: every name resolves (:mod:`codegen.names`), no name hides
+    one of the runtime (:mod:`codegen.scope`), references in reactions and connections are of
+    the right kind, no write conflicts."""
     for cls in table.all():
         check_names(cls, rep)
+        check_declarations(cls, rep)
         _ClassChecker(cls, rep).run()
 
 

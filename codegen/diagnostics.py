@@ -27,14 +27,29 @@ class Diagnostic:
 
         ``source`` is the file's text; when None the file is read from disk if it exists.
         """
+        # a message may have several lines (a causality loop's steps); each is shown printable
+        message = "\n".join(map(printable, self.message.split("\n")))
         if self.pos is None:
-            return f"lfc: {self.severity}: {self.message}"
-        head = f"{self.pos}: {self.severity}: {self.message}"
+            return f"lfc: {self.severity}: {message}"
+        head = f"{printable(str(self.pos))}: {self.severity}: {message}"
         line = _source_line(self.pos, source)
         if line is None:
             return head
-        caret = " " * (max(self.pos.col, 1) - 1) + "^"
-        return f"{head}\n{line}\n{caret}"
+        shown = printable(line[: max(self.pos.col, 1) - 1])  # the caret stays under its character
+        return f"{head}\n{printable(line)}\n{' ' * len(shown)}^"
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that a terminal would not show as itself replaced by its
+    Python escape: a line break (``\\n``), an escape sequence's ESC (``\\x1b``), a NUL, a
+    bidirectional override (``\\u202e``), an undecodable byte (``\\udcff``). What
+    :meth:`str.isprintable` accepts (the blank, letters of any script) stays as it is.
+
+    One line of text that shows what it holds, for diagnostics and generated comments.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _source_line(pos: Pos, source: str | None) -> str | None:
@@ -43,9 +58,9 @@ def _source_line(pos: Pos, source: str | None) -> str | None:
             source = Path(pos.file).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
-    lines = source.splitlines()
+    lines = source.removesuffix("\n").split("\n")  # the parser's lines: a form feed ends none
     if 1 <= pos.line <= len(lines):
-        return lines[pos.line - 1].expandtabs(1)
+        return lines[pos.line - 1].rstrip("\r").expandtabs(1)
     return None
 
 

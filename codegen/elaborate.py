@@ -26,6 +26,11 @@ from .reactions import build_reaction, forward_reaction
 from .values import evaluate, time_of, width_of
 
 
+class _Beyond(Exception):
+    """A bound of :mod:`codegen.limits` was crossed and reported: elaboration stops at once,
+    before anything of that size is built."""
+
+
 class Elaborator:
     """Builds the instance tree; one object per compilation."""
 
@@ -45,11 +50,15 @@ class Elaborator:
         self.sites: dict[str, tuple] = {}
         self._site_names: dict[tuple, str] = {}
         self._channels = 0  # port channels declared so far (bounded by MAX_CHANNELS)
-        self._too_large = False  # a size bound was crossed (reported once)
 
     def run(self, main: ReactorClass) -> Elaborated:
+        """The program below ``main``; a partial one when a size bound was crossed (an error
+        is then reported)."""
         self.sites["_lf_params_main"] = (self._main_site(main), main, None)
-        self._instantiate(main, None, None, 0, 1, None, "_lf_params_main", [])
+        try:
+            self._instantiate(main, None, None, 0, 1, None, "_lf_params_main", [])
+        except _Beyond:
+            pass
         return Elaborated(self.instances, self.reactions, self.edges, self.views, self.sites)
 
     def _main_site(self, main: ReactorClass) -> Child | None:
@@ -115,8 +124,12 @@ class Elaborator:
         return inst
 
     def _within_bounds(self, child: Child | None, depth: int) -> bool:
-        """Whether one more instance at ``depth`` keeps the program within MAX_DEPTH and
-        MAX_INSTANCES; the first bound crossed is reported at ``child``'s instantiation."""
+        """Whether one more instance at ``depth`` keeps the program within MAX_DEPTH (else
+        reported at ``child``'s instantiation).
+
+        Raises:
+            _Beyond: one more instance would cross MAX_INSTANCES (reported there).
+        """
         if child is None:
             return True
         if depth > MAX_DEPTH:
@@ -125,16 +138,31 @@ class Elaborator:
                 child.node.pos,
             )
             return False
-        if len(self.instances) >= MAX_INSTANCES:
-            if not self._too_large:
-                self._too_large = True
-                self.rep.error(
-                    f"the program has more than {MAX_INSTANCES:,} reactor instances "
-                    "(the maximum); this instantiation crosses it",
-                    child.node.pos,
-                )
-            return False
+        self._count(1, 0, "this instantiation", child.node.pos)
         return True
+
+    def _count(self, instances: int, channels: int, what: str, pos: tree.Pos) -> None:
+        """Check that ``instances`` more reactor instances and ``channels`` more port channels
+        keep the program within MAX_INSTANCES and MAX_CHANNELS; ``what`` at ``pos`` adds them.
+
+        Raises:
+            _Beyond: a bound would be crossed (reported at ``pos``).
+        """
+        if len(self.instances) + instances > MAX_INSTANCES:
+            self.rep.error(
+                f"the program has more than {MAX_INSTANCES:,} reactor instances (the maximum); "
+                f"{what} crosses it",
+                pos,
+            )
+            raise _Beyond
+        self._channels += channels
+        if self._channels > MAX_CHANNELS:
+            self.rep.error(
+                f"the program has more than {MAX_CHANNELS:,} port channels (the maximum); "
+                f"{what} crosses it",
+                pos,
+            )
+            raise _Beyond
 
     def _width(self, width: tree.Width | None, scope: dict) -> int:
         """:func:`width_of`, with widths above MAX_WIDTH reported and taken as 1."""
@@ -185,16 +213,7 @@ class Elaborator:
         cls, scope, rep = inst.cls, inst.params, self.rep
         for p in cls.ports:
             port = PortInst(p.name, p.kind, self._width(p.width, scope), p.mutable)
-            self._channels += port.channels
-            if self._channels > MAX_CHANNELS and not self._too_large:
-                self._too_large = True
-                rep.error(
-                    f"the program has more than {MAX_CHANNELS:,} port channels (the maximum); "
-                    "this port crosses it",
-                    p.pos,
-                )
-            if self._too_large:
-                port = PortInst(p.name, p.kind, -2, p.mutable)
+            self._count(0, port.channels, "this port", p.pos)
             inst.ports[p.name] = port
         for t in cls.timers:
             n = t.node
@@ -266,6 +285,7 @@ class Elaborator:
         for src, dst in pairs:
             d = made.get(src)
             if d is None:
+                self._count(1, 2, "the delay of this connection", conn.pos)
                 d = Instance(
                     id=len(self.instances),
                     name=f"{inst.name}._lf_delay_{len(self.instances)}",

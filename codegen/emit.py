@@ -10,6 +10,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import jinja2
@@ -18,8 +19,10 @@ from reactors.program import LineRange, Program
 
 from . import tree
 from .classes import ReactorClass
+from .diagnostics import printable
 from .instance import Elaborated, ReactionInst
 from .pyexpr import indent, python
+from .scope import MODULE_IMPORTS
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("codegen", "templates"),
@@ -28,6 +31,10 @@ _ENV = jinja2.Environment(
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
 )
+# Every path, name and text the template writes into the module outside target code is a
+# Python literal (``{{ x | py }}``): no character of it (newline, quote, backslash, ``{{``)
+# can end the literal or the line it stands on.
+_ENV.filters["py"] = repr
 
 
 @dataclass
@@ -79,7 +86,7 @@ class _Markers:
         file = (code.pos if code else fallback).file
         line = code.body_line if code else fallback.line
         marker = f"{self._label(file)}:{line}"
-        self.lengths[marker] = max(len(code.text.splitlines()) if code else 0, 1)
+        self.lengths[marker] = max(len(code.text.split("\n")) if code else 0, 1)
         return marker
 
     def inline(self, pos: tree.Pos) -> str:
@@ -87,11 +94,15 @@ class _Markers:
         return f"  # {self._label(pos.file)}:{pos.line}"
 
     def _label(self, file: str) -> str:
-        """The shortest tail of ``file``'s path (without blanks) that no other file uses."""
+        """The shortest tail of ``file``'s path that no other file uses, made one word of
+        printable characters (a blank becomes ``_``, a control character its escape), so that
+        it can end a comment line."""
         if file not in self.labels:
-            parts = re.sub(r"\s", "_", os.path.normpath(file)).split(os.sep)
+            parts = printable(re.sub(r"\s", "_", os.path.normpath(file))).split(os.sep)
             tails = ("/".join(parts[-n:]) for n in range(1, len(parts) + 1))
-            label = next((t for t in tails if t not in self.paths), file)
+            # every tail taken: two paths that differ only in escaped characters
+            unique = f"{len(self.paths)}:{'/'.join(parts)}"
+            label = next((t for t in tails if t not in self.paths), unique)
             self.labels[file], self.paths[label] = label, file
         return self.labels[file]
 
@@ -103,7 +114,7 @@ class _Markers:
         overlap.
         """
         out: list[LineRange] = []
-        lines = text.splitlines()
+        lines = text.split("\n")  # Python's lines: a form feed or U+2028 in code ends none
         for i, line in enumerate(lines, start=1):
             m = _MARK.search(line)
             if m is None:
@@ -141,7 +152,7 @@ def _class_view(c: ReactorClass, marks: _Markers) -> dict:
     return {
         "pyclass": c.pyclass,
         "name": c.name,
-        "where": f"{os.path.basename(c.file)}:{c.decl.pos.line}",
+        "doc": f"reactor {c.name} ({os.path.basename(c.file)}:{c.decl.pos.line})",
         "preambles": [
             {"marker": marks.mark(p.code, p.pos), "text": indent(p.code.text, 4)}
             for p in c.preambles
@@ -227,19 +238,21 @@ def emit_program(
     prog: Elaborated,
     program: Program,
     files: list[str],
+    protobufs: Sequence[str] = (),
 ) -> None:
     """Write the module, graph.json, copied ``files`` and the launcher under ``out``.
 
     ``prog`` is the elaborated program the module's classes and parameter functions come from;
     ``program`` its model (placement included), written as graph.json with the module's line
-    map filled in.
+    map filled in. ``protobufs`` are the names the module binds to the modules of the
+    ``protobufs`` target property (``Person`` for ``Person_pb2``, among ``files``).
 
     Raises:
         OSError: the output folder cannot be written.
     """
     marks_views = _reactions_by_class(prog)
     os.makedirs(out.src_dir, exist_ok=True)
-    text, line_map = _render(program.main_file, classes, preambles, prog, marks_views)
+    text, line_map = _render(program.main_file, classes, preambles, prog, marks_views, protobufs)
     graph = replace(program, line_map=line_map)
     build_id = hashlib.sha256((text + graph.dumps()).encode()).hexdigest()[: len(_NO_BUILD_ID)]
     _write(out.module, text.replace(_NO_BUILD_ID, build_id, 1))
@@ -268,7 +281,7 @@ def _reactions_by_class(prog: Elaborated) -> dict[int, list[ReactionInst]]:
     return seen
 
 
-def _render(main_file, classes, preambles, prog, by_class):
+def _render(main_file, classes, preambles, prog, by_class, protobufs):
     marks = _Markers()
     pre = [{"marker": marks.mark(p.code, p.pos), "text": p.code.text} for p in preambles]
     views = []
@@ -278,7 +291,13 @@ def _render(main_file, classes, preambles, prog, by_class):
         views.append(v)
     sites = [{"fn": fn, "items": _site_items(site, marks)} for fn, site in prog.sites.items()]
     text = _ENV.get_template("module.py.j2").render(
-        main_file=main_file, preambles=pre, classes=views, sites=sites, build_id=_NO_BUILD_ID
+        main_file=main_file,
+        module_imports=MODULE_IMPORTS,
+        protobufs=protobufs,
+        preambles=pre,
+        classes=views,
+        sites=sites,
+        build_id=_NO_BUILD_ID,
     )
     return text, marks.line_map(text)
 

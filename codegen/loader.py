@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import tree
-from .diagnostics import Reporter
+from .diagnostics import CompileError, Reporter
 from .parse import parse
+from .sources import read_source
 
 
 @dataclass(frozen=True)
@@ -35,29 +36,12 @@ def load(main_file: str, rep: Reporter, builtin: tree.Model | None = None) -> Pr
 def _load_one(path: str, rep: Reporter, files: dict[str, tree.Model], at: tree.Pos | None) -> None:
     if path in files:
         return
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        rep.error(f"cannot read '{path}': {e.strerror}", at)
+    text = read_source(path, rep, at)
+    if text is None:
         return
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        rep.sources[path] = data.decode("utf-8", errors="replace")
-        rep.error(
-            f"the file is not UTF-8 text: byte 0x{data[e.start]:02x} cannot be decoded "
-            "(save it as UTF-8)",
-            _byte_pos(path, data, e.start),
-        )
-        return
-    rep.sources[path] = text
     try:
         model = parse(text, path, rep)
-    except Exception as e:  # the parser reports its own CompileError; keep going for others
-        from .diagnostics import CompileError
-
-        if not isinstance(e, CompileError):
-            raise
+    except CompileError:  # reported; go on with the other files, to report their errors too
         return
     files[path] = model
     for imp in model.imports:
@@ -68,18 +52,11 @@ def _load_one(path: str, rep: Reporter, files: dict[str, tree.Model], at: tree.P
         _load_one(target, rep, files, imp.pos)
 
 
-def _byte_pos(path: str, data: bytes, offset: int) -> tree.Pos:
-    """The line and column (1-based, in characters of the decodable text before it) of byte
-    ``offset`` of ``data``."""
-    line_start = data.rfind(b"\n", 0, offset) + 1
-    column = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
-    return tree.Pos(path, data.count(b"\n", 0, offset) + 1, column)
-
-
 def resolve_import(importer: str, imp: tree.Import) -> str | None:
     """The absolute path an import refers to, or None when it cannot be found.
 
-    A quoted path is relative to the importing file. A package path ``<pkg/sub/F.lf>`` or
+    A quoted path is relative to the importing file (found when anything exists there:
+    :func:`codegen.sources.read_source` refuses what is not a regular file). A package path ``<pkg/sub/F.lf>`` or
     ``<pkg>`` is searched (spec §1.4) under ``<root>/build/lfc_include/<pkg>/src/lib``,
     ``<root>/lf-packages/<pkg>/src/lib`` and the folders in ``LF_PACKAGES``, where ``<root>``
     is the parent of the nearest enclosing ``src`` folder.
@@ -87,7 +64,7 @@ def resolve_import(importer: str, imp: tree.Import) -> str | None:
     here = os.path.dirname(importer)
     if not imp.package:
         p = os.path.normpath(os.path.join(here, imp.path))
-        return p if os.path.isfile(p) else None
+        return p if os.path.exists(p) else None  # not a regular file: refused when read
     pkg, _, rest = imp.path.partition("/")
     root = project_root(importer)
     bases = [os.path.join(root, "build", "lfc_include"), os.path.join(root, "lf-packages")]

@@ -21,6 +21,7 @@ from lark.lexer import PatternStr
 from .diagnostics import Reporter
 from .lexing import end_position, find_lexical_error, line_col
 from .reduction import install_reductions
+from .sources import read_source
 from .transform import build
 from .tree import Model, Pos
 
@@ -100,15 +101,13 @@ def parse_file(path: str, reporter: Reporter) -> Model:
         The file's :class:`~codegen.tree.Model`.
 
     Raises:
-        CompileError: when the file cannot be read (an error with no position, "cannot read
-            ...") or does not parse.
+        CompileError: when the file cannot be read (:func:`codegen.sources.read_source`: not
+            a regular file, too large, not UTF-8, a NUL) or does not parse.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        reporter.error(f"cannot read {path}: {reason}", None)
+    text = read_source(path, reporter, None)
+    if text is None:
         reporter.check()
+    assert text is not None  # an error was reported and raised just above
     return parse(text, path, reporter)
 
 
@@ -125,6 +124,11 @@ def _no_cycle_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` is an LF name: the grammar's ``IDENT`` terminal, all of it."""
+    return re.fullmatch(_lark().get_terminal("IDENT").pattern.to_regexp(), text) is not None
 
 
 @lru_cache(maxsize=1)

@@ -2,14 +2,17 @@
 ``<name>_pb2.py`` modules beside the generated module, with protoc from ``grpcio-tools``.
 
 Each file is named relative to the main ``.lf`` file and compiled with its own folder as the
-import path, so ``import Hello_pb2`` works in reaction code (the generated module's folder is
-on ``sys.path``). A missing file is reported at the ``protobufs`` property; a protoc error at
-the ``.proto`` line protoc names, or at the property when it names none.
+import path. As in LF's Python target, the generated module binds each one under the file's
+stem (``Hello.Hello()`` for ``Hello.proto``, with no import); ``import Hello_pb2`` works too
+(the generated module's folder is on ``sys.path``). A missing file, or one whose name makes no
+Python module name, is reported at the ``protobufs`` property; a protoc error at the
+``.proto`` line protoc names, or at the property when it names none.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import keyword
 import os
 import re
 import subprocess
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 
 from . import tree
 from .diagnostics import Reporter
+from .scope import RUNTIME_GLOBALS
 
 #: The target property this module implements.
 PROPERTY = "protobufs"
@@ -39,20 +43,17 @@ def property_pos(target: tree.Target | None, main_file: str) -> tree.Pos:
 def resolve_protos(names: Sequence[str], main_file: str, pos: tree.Pos, rep: Reporter) -> list[str]:
     """Absolute paths of the ``.proto`` files ``names`` (relative to ``main_file``'s folder).
 
-    Errors (reported at ``pos``, not raised): a file that does not exist, a name not ending in
-    ``.proto``, grpcio-tools not installed while files are named.
+    Errors (reported at ``pos``, not raised): a name not ending in ``.proto``, a file whose
+    module Python cannot import or whose stem is a name of the runtime (``sys.proto``), two
+    files of one module, a file that does not exist, grpcio-tools not installed while files
+    are named.
     """
-    out = []
+    out: list[str] = []
     for name in names:
         path = os.path.normpath(os.path.join(os.path.dirname(main_file), name))
-        if not name.endswith(".proto"):
-            rep.error(f"'{name}' in the 'protobufs' target property is not a .proto file", pos)
-        elif not os.path.isfile(path):
-            rep.error(
-                f"protobuf file '{name}' named in the 'protobufs' target property "
-                f"does not exist ({path})",
-                pos,
-            )
+        problem = _problem(name, path, out)
+        if problem:
+            rep.error(problem, pos)
         else:
             out.append(path)
     if out and importlib.util.find_spec("grpc_tools") is None:
@@ -62,6 +63,31 @@ def resolve_protos(names: Sequence[str], main_file: str, pos: tree.Pos, rep: Rep
             pos,
         )
     return out
+
+
+def _problem(name: str, path: str, others: list[str]) -> str | None:
+    """What is wrong with the file ``name`` (at ``path``) beside the files ``others``."""
+    bound = binding(path)
+    if not name.endswith(".proto"):
+        return f"'{name}' in the 'protobufs' target property is not a .proto file"
+    if not bound.isidentifier() or keyword.iskeyword(bound):
+        return (
+            f"protobuf file '{name}': its module '{module_name(path)}' cannot be imported in "
+            "Python (use letters, digits, '_' and '-' in the file's name)"
+        )
+    if bound in RUNTIME_GLOBALS:
+        return (
+            f"protobuf file '{name}': its module would be bound to '{bound}', a name of the "
+            f"runtime ({RUNTIME_GLOBALS[bound]}); rename the file"
+        )
+    if any(binding(p) == bound for p in others):
+        return f"protobuf file '{name}': another file has the module {module_name(path)}"
+    if not os.path.isfile(path):
+        return (
+            f"protobuf file '{name}' named in the 'protobufs' target property does not exist "
+            f"({path})"
+        )
+    return None
 
 
 def compile_protos(protos: Sequence[str], dest_dir: str, pos: tree.Pos, rep: Reporter) -> list[str]:
@@ -92,8 +118,20 @@ def compile_protos(protos: Sequence[str], dest_dir: str, pos: tree.Pos, rep: Rep
         if done.returncode != 0:
             _report_protoc(done.stderr or done.stdout, proto, pos, rep)
             continue
-        written.append(os.path.join(dest_dir, base[: -len(".proto")] + "_pb2.py"))
+        written.append(os.path.join(dest_dir, module_name(proto) + ".py"))
     return written
+
+
+def module_name(proto: str) -> str:
+    """The module protoc writes for the file ``proto``: its stem with ``-`` as ``_``, and
+    ``_pb2`` (``msgs/Shape-Set.proto`` -> ``Shape_Set_pb2``; protoc's Python generator)."""
+    return binding(proto) + "_pb2"
+
+
+def binding(proto: str) -> str:
+    """The name the generated module binds the module of ``proto`` to: its stem with ``-``
+    as ``_`` (``Person.proto`` -> ``Person``, as ``import Person_pb2 as Person`` in LF)."""
+    return os.path.basename(proto).removesuffix(".proto").replace("-", "_")
 
 
 def _report_protoc(text: str, proto: str, pos: tree.Pos, rep: Reporter) -> None:

@@ -51,7 +51,8 @@ def lf_text(expr: tree.Expr | None) -> str:
 def indent(text: str, spaces: int) -> str:
     """``text`` with every non-empty line indented by ``spaces``; ``pass`` for an empty body."""
     pad = " " * spaces
-    lines = text.splitlines() or ["pass"]
+    # lines as Python counts them: a form feed or U+2028 inside a string literal ends none
+    lines = text.split("\n") if text else ["pass"]
     if not any(line.strip() and not line.strip().startswith("#") for line in lines):
         lines = lines + ["pass"]
     return "\n".join(pad + line if line.strip() else "" for line in lines)

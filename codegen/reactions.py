@@ -17,6 +17,10 @@ from .instance import (
 )
 from .values import time_of
 
+#: The generated class's method that runs reaction ``i`` (spec §2.1), and its deadline handler.
+REACTION_FUNCTION = "reaction_function_{}"
+DEADLINE_FUNCTION = "deadline_function_{}"
+
 
 class _Args:
     """The ordered, de-duplicated argument list of one reaction function."""
@@ -48,7 +52,7 @@ def build_reaction(
         index=index,
         node=node,
         mode=mode,
-        function=f"reaction_function_{index}",
+        function=REACTION_FUNCTION.format(index),
         file=node.pos.file,
         line=node.pos.line,
     )
@@ -68,7 +72,7 @@ def build_reaction(
         r.deadline = time_of(node.deadline.delay, inst.params, rep, "a deadline")
         if r.deadline is None:
             r.deadline = 0
-        r.deadline_function = f"deadline_function_{index}"
+        r.deadline_function = DEADLINE_FUNCTION.format(index)
     return r
 
 

@@ -400,13 +400,15 @@ def render(program: Program, times: Times | None = None) -> str:
     """The complete HTML page for ``program`` (read from graph.json)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
-        autoescape=False,
+        autoescape=True,  # graph.json may come from anyone: its names are text, never markup
         keep_trailing_newline=True,
     )
-    data = json.dumps(Diagram(program, times).to_dict(), separators=(",", ":"))
+    # ``tojson`` writes ``<``, ``>``, ``&`` and ``'`` in strings as ``\\u003c``...: no name can
+    # end the script element or open a comment or another script in it
+    env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
     return env.get_template("viewer.html.j2").render(
         title=program.name,
-        data=data.replace("</", "<\\/"),
+        data=Diagram(program, times).to_dict(),
         elk_js=ELK_JS.read_text(),
         elk_version=ELK_VERSION,
     )

@@ -3,14 +3,16 @@ beginning with ``//# expect: LINE:COL: FRAGMENT``; every case fails with a locat
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from lfsrc import compile_text, errors_of
 
+from codegen import elaborate
 from codegen.compiler import Overrides, front
 from codegen.diagnostics import CompileError, Reporter
-from codegen.limits import MAX_DEPTH
+from codegen.limits import MAX_CHANNELS, MAX_DEPTH
 
 BAD = Path(__file__).parent / "bad"
 MARK = "//# expect: "
@@ -107,3 +109,45 @@ def test_an_imported_file_that_is_not_utf8_is_a_located_error(tmp_path):
     assert any(
         e.startswith(f"{tmp_path / 'Lib.lf'}:2:24: error: the file is not UTF-8 text") for e in errs
     ), errs
+
+
+#: Nine lines whose widths multiply past MAX_CHANNELS at the third, then ask for a delay per
+#: channel: elaborating on took 26 s and 2.7 GB before the error.
+PAST_THE_CHANNELS = """target Python
+reactor A {
+  input[65536] x
+  output[65536] y
+}
+main reactor Main {
+  a = new[65536] A()
+  a.y -> a.x after 1 msec
+}
+"""
+
+
+def test_elaboration_stops_at_the_first_bound_it_crosses(tmp_path):
+    start = time.process_time()
+    errs = errors_of(tmp_path, PAST_THE_CHANNELS)
+    cpu = time.process_time() - start
+    assert len(errs) == 1 and errs[0].startswith(f"{tmp_path / 'Main.lf'}:3:3: error: "), errs
+    assert f"more than {MAX_CHANNELS:,} port channels" in errs[0]
+    assert cpu < 3, f"{cpu:.1f} s of CPU before the error"
+
+
+def test_delay_instances_count_against_the_bounds(tmp_path, monkeypatch):
+    """The instances and ports an ``after`` delay is lowered to are counted like any other
+    (one instance and two channels per source channel), and the connection that crosses a
+    bound is the place of the error."""
+    monkeypatch.setattr(elaborate, "MAX_INSTANCES", 100)
+    text = (
+        "target Python\nreactor A {\n  input[60] x\n  output[60] y\n}\n"
+        "main reactor Main {\n  a = new[2] A()\n  a.y -> a.x after 1 msec\n}\n"
+    )
+    errs = errors_of(tmp_path, text)
+    assert len(errs) == 1 and errs[0].startswith(f"{tmp_path / 'Main.lf'}:8:3: error: "), errs
+    assert "more than 100 reactor instances" in errs[0]
+    monkeypatch.setattr(elaborate, "MAX_INSTANCES", 1000)
+    monkeypatch.setattr(elaborate, "MAX_CHANNELS", 400)
+    errs = errors_of(tmp_path, text)
+    assert len(errs) == 1 and errs[0].startswith(f"{tmp_path / 'Main.lf'}:8:3: error: "), errs
+    assert "more than 400 port channels" in errs[0]

@@ -209,3 +209,70 @@ def test_physical_connection_leaves_keepalive_off(tmp_path):
     )
     assert f.target.keepalive is False
     assert not rep.diagnostics
+
+
+#: Bodies that bind or never use as a variable the names of their reactor's undeclared ports
+#: and actions, or reach them as module globals: none is an error.
+BODIES_THAT_BIND = """target Python
+preamble {=
+shared = 1
+=}
+reactor A {
+  input x
+  input y
+  output out
+  output other
+  output shared
+  output made_here
+  output from_method
+  logical action tick
+  reaction(x) y -> out {=
+    other = 3
+    print(other, getattr(self, "out", None), shared)
+    def f(tick):
+      return tick
+    out.set([x for x in range(3)] + [f(1)])
+  =}
+  reaction() {=
+    print(x.value, y.value)
+  =}
+  reaction(startup) -> tick {=
+    for other in range(2):
+      pass
+    try:
+      pass
+    except Exception as out:
+      pass
+    import math as x
+    global made_here
+    made_here = lambda y: y
+    tick.schedule(0)
+  =}
+  reaction(tick) {=
+    print(made_here(1), from_method)
+  =}
+  method m() {=
+    global from_method
+    from_method = 2
+    return out
+  =}
+}
+main reactor Main { a = new A() }
+"""
+
+
+def test_names_a_body_binds_itself_are_not_undeclared_uses(tmp_path):
+    f, rep = compile_text(tmp_path, BODIES_THAT_BIND)
+    assert f is not None and not rep.errors, [d.format() for d in rep.errors]
+
+
+def test_a_port_named_like_a_builtin_is_fine_where_the_builtin_is_not_called(tmp_path):
+    """LF's own Hierarchy test names an instance ``print``; a reaction that receives it and
+    calls no print() is right."""
+    text = HEAD + (
+        "reactor P { input inp  output next  reaction(inp) -> next {= next.set(inp.value) =} }\n"
+        "main reactor Main {\n  print = new P()\n"
+        "  reaction(startup) -> print.inp {= print.inp.set(1) =}\n}\n"
+    )
+    f, rep = compile_text(tmp_path, text)
+    assert f is not None and not rep.errors, [d.format() for d in rep.errors]

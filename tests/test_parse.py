@@ -689,7 +689,7 @@ def test_parse_file_missing(tmp_path):
     with pytest.raises(CompileError):
         parse_file(str(tmp_path / "missing.lf"), rep)
     (d,) = rep.errors
-    assert d.pos is None and d.message.startswith(f"cannot read {tmp_path / 'missing.lf'}")
+    assert d.pos is None and d.message.startswith(f"cannot read '{tmp_path / 'missing.lf'}'")
 
 
 # --------------------------------------------------------------------------- everything together

@@ -252,3 +252,36 @@ def test_the_page_script_lays_out_with_elk(built, tmp_path, hash_):
     assert r.returncode == 0, r.stderr
     counts = json.loads(r.stdout)
     assert counts["edges"] >= (20 if hash_ == "#expanded" else 5), counts
+
+
+#: Names a received graph.json may hold: markup that would end the title or the script.
+HOSTILE = "</title><script>alert(1)</script><!--<script>"
+
+
+def test_names_in_a_received_graph_are_text_not_markup(built, tmp_path):
+    """The page shows graph.json's names as text: the title is escaped and the data in the
+    script can neither close it nor open a comment or another script."""
+    data = json.loads((built / "src-gen" / "PingPong" / "graph.json").read_text())
+    data["name"] = HOSTILE
+    data["reactors"][1]["name"] = data["reactors"][1]["short"] = "r</script><b>x</b>"
+    data["reactors"][1]["label"] = "a & b <i>"
+    data["main_file"] = "/x/</script>.lf"
+    (tmp_path / "graph.json").write_text(json.dumps(data))
+    r = subprocess.run(
+        [sys.executable, "-m", "codegen.viewer", str(tmp_path / "graph.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "graph.html").read_text()
+    assert html.count("<script>") == 2 and html.count("</script>") == 2
+    assert "<b>" not in html and "<i>" not in html and "alert(1)</script>" not in html
+    assert html.count("<!--") == 1  # the page's own header comment
+    title = re.search(r"<title>(.*)</title>", html).group(1)
+    assert title == (
+        "&lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--&lt;script&gt; - dataflow graph"
+    )
+    shown = page_data(html)
+    assert shown["name"] == HOSTILE and shown["file"] == "/x/</script>.lf"
