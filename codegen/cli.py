@@ -7,9 +7,11 @@ import gc
 import os
 import shutil
 import sys
+from typing import NoReturn
 
 from reactors.units import is_unit, parse_duration
 
+from . import incremental
 from .compiler import Overrides, compile_file
 from .diagnostics import CompileError, Reporter
 from .loader import project_root
@@ -17,8 +19,15 @@ from .loader import project_root
 VERSION = "0.1.0"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error is one line and how to see the options (not the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nrun {self.prog} --help for the options\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="lfc",
         description="Compile Lingua Franca programs (target Python) into runnable "
         "Python programs: OUT/src-gen/<Name>/ and OUT/bin/<Name>.",
@@ -55,6 +64,18 @@ def _parser() -> argparse.ArgumentParser:
         "e.g. -D seed=3 -D period='10 msec' (widths and times follow it)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    p.add_argument(
+        "--if-changed",
+        action="store_true",
+        help="build a program only when its inputs changed since its last build: an imported "
+        ".lf file, a file the target properties name, the compiler, the options (the stamp: "
+        "src-gen/<Name>/lfc-stamp.json); otherwise say it is up to date",
+    )
+    p.add_argument(
+        "--list-programs",
+        action="store_true",
+        help="build nothing; print each FILE that holds a main reactor (a program), one a line",
+    )
     p.add_argument("-V", "--version", action="version", version=f"lfc {VERSION}")
     return p
 
@@ -72,6 +93,8 @@ def parse_time(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Compile every file named; exit status 0 on success, 1 when any error was reported."""
     args = _parser().parse_args(argv)
+    if args.list_programs:
+        return incremental.list_programs(args.files)
     try:
         timeout = parse_time(args.timeout) if args.timeout else None
     except ValueError as e:
@@ -106,8 +129,16 @@ def _compile_one(path: str, args, ov: Overrides) -> int:
         name = os.path.splitext(os.path.basename(path))[0]
         root = args.output_path or project_root(os.path.abspath(path))
         shutil.rmtree(os.path.join(root, "src-gen", name), ignore_errors=True)
+    build = incremental.Build(path, args.output_path, ov, args.no_compile)
+    if args.if_changed and build.up_to_date():
+        if not args.quiet:
+            print(f"lfc: {os.path.relpath(build.out.launcher)} is up to date", file=sys.stderr)
+        return 0
+    build.forget()
     try:
         out = compile_file(path, rep, args.output_path, ov, no_compile=args.no_compile)
+        if out is not None:
+            build.record(out, rep.sources)
     except CompileError:
         _print(rep, quiet=args.quiet)
         n = len(rep.errors)

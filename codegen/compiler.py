@@ -7,6 +7,7 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 
+from reactors.arguments import check
 from reactors.placement import placed
 from reactors.program import load as load_program
 
@@ -15,7 +16,7 @@ from .analyse import Analysis, analyse
 from .check import check_defines, check_files, find_main
 from .class_check import check_classes
 from .classes import ClassTable, ReactorClass
-from .diagnostics import Reporter
+from .diagnostics import CompileError, Reporter
 from .elaborate import elaborate
 from .emit import Output, emit_program
 from .instance import Elaborated
@@ -23,6 +24,9 @@ from .loader import Program, load, project_root, resolve_import
 from .model import program_of
 from .names import check_define_names
 from .parse import parse_define, parse_file
+from .pyexpr import lf_text
+from .scope import check_bodies
+from .sources import special_file
 from .target import TargetConfig, read_target
 
 BUILTIN = os.path.join(os.path.dirname(__file__), "builtin.lf")
@@ -81,6 +85,8 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     assert main_cls is not None, "cyclic inheritance is an error, raised just above"
     prog = elaborate(main_cls, table, delays, rep, defines)
     rep.check()
+    check_bodies(prog, _file_preambles(program), rep, (c.pyclass for c in table.all()))
+    rep.check()
     analysis = analyse(prog, rep)
     target = _final_target(target, prog, ov, main_decl, rep)
     rep.check()
@@ -120,7 +126,9 @@ def compile_file(
         model = program_of(
             f.prog, f.analysis, f.target, out.name, main_file, project_root(main_file)
         )
-        emit_program(out, classes, _file_preambles(f.program), f.prog, placed(model), files)
+        bound = [protobufs.binding(p) for p in protos]
+        preambles = _file_preambles(f.program)
+        emit_program(out, classes, preambles, f.prog, placed(model), files, bound)
     if not no_compile:
         _syntax_check(out, rep)
     return out
@@ -128,9 +136,42 @@ def compile_file(
 
 def _defines(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> dict[str, tree.Expr]:
     """The values of ``lfc -D NAME=VALUE`` (LF expression text) for parameters of the main
-    reactor, parsed and checked like defaults written in the file; errors are reported."""
-    known = check_define_names(main_cls, params, rep)
-    return check_defines({name: parse_define(name, params[name], rep) for name in known}, rep)
+    reactor: of the parameter's kind, as on the program's command line
+    (:func:`reactors.arguments.check`), then parsed and checked like defaults written in the
+    file; errors are reported, naming the ``-D`` value."""
+    texts = {}
+    for name in check_define_names(main_cls, params, rep):
+        p = main_cls.param(name)
+        assert p is not None  # check_define_names keeps the parameters' names only
+        where = f"{os.path.basename(p.pos.file)}:{p.pos.line}"
+        try:
+            texts[name] = check(name, params[name], lf_text(p.default), p.type, where)
+        except ValueError as e:
+            rep.error(f"-D {name}={params[name]}: {e}", None)
+    return _parsed_defines(texts, params, rep)
+
+
+def _parsed_defines(
+    texts: dict[str, str], params: dict[str, str], rep: Reporter
+) -> dict[str, tree.Expr]:
+    """The checked ``-D`` values ``texts`` (NAME -> LF text; ``params``: NAME -> the text as
+    given) parsed and checked as the compiler reads a default. Each is read as the one
+    parameter of a made-up file (:func:`codegen.parse.parse_define`), which is no place to
+    point at: a problem found there is reported with the ``-D`` value instead."""
+    own = Reporter()
+    models = {}
+    for name, text in texts.items():
+        try:
+            models[name] = parse_define(name, text, own)
+        except CompileError:
+            pass
+    values = check_defines(models, own)
+    files = {f"<-D {name}>": name for name in texts}
+    for d in own.diagnostics:
+        name = files.get(d.pos.file, "") if d.pos else ""
+        message = f"-D {name}={params[name]}: {d.message}" if name else d.message
+        (rep.error if d.severity == "error" else rep.warning)(message, None)
+    return values
 
 
 def _delay_classes(table: ClassTable) -> dict[str, ReactorClass]:
@@ -189,17 +230,27 @@ def _file_preambles(program: Program) -> list[tree.Preamble]:
 
 
 def _target_files(main_file: str, target: TargetConfig, rep: Reporter) -> list[str]:
-    """The ``files`` property, resolved relative to the main file."""
+    """The ``files`` property, resolved relative to the main file: regular files and folders
+    of them (a FIFO or a device, even through a link, is an error: its copy would block or
+    never end)."""
     out = []
     for f in target.files:
         p = os.path.normpath(os.path.join(os.path.dirname(main_file), f))
-        if os.path.exists(p):
+        special = special_file(p)
+        if not os.path.exists(p):
+            problem = "does not exist"
+        elif special is None:
             out.append(p)
+            continue
+        elif special[0] == p:
+            problem = f"is {special[1]}, not a regular file or a folder"
         else:
-            rep.error(
-                f"file '{f}' named in the 'files' target property does not exist",
-                tree.Pos(main_file, 1, 1),
-            )
+            inner = os.path.relpath(special[0], p)
+            problem = f"holds '{inner}', which is {special[1]}, not a regular file or a folder"
+        rep.error(
+            f"file '{f}' named in the 'files' target property {problem}",
+            tree.Pos(main_file, 1, 1),
+        )
     return out
 
 
@@ -211,7 +262,7 @@ def _syntax_check(out: Output, rep: Reporter) -> None:
         compile(text, out.module, "exec")
     except SyntaxError as e:
         line_map = list(load_program(out.graph).line_map)
-        pos = lf_position(line_map, e.lineno or 0, e.offset or 1, text.splitlines())
+        pos = lf_position(line_map, e.lineno or 0, e.offset or 1, text.split("\n"))
         rep.error(
             f"Python syntax error in target code: {_lf_lines_in(e.msg, line_map)}",
             pos or tree.Pos(out.module, e.lineno or 1, e.offset or 1),
@@ -267,7 +318,7 @@ def _read_line(path: str, line: int) -> str:
     """Line ``line`` (1-based) of the text file ``path``; "" when it cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+            lines = f.read().split("\n")  # the parser's lines: a form feed ends none
     except OSError:
         return ""
     return lines[line - 1].expandtabs(1) if 1 <= line <= len(lines) else ""

@@ -8,7 +8,9 @@ with the position of the name; checking goes on after an error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
+
+from reactors.arguments import close_match
 
 from . import tree
 from .classes import Child, ReactorClass
@@ -34,14 +36,23 @@ def check_names(cls: ReactorClass, rep: Reporter) -> None:
                 rep.error(f"'{use.name}' is not a parameter of this reactor", use.pos)
 
 
-def check_define_names(main: ReactorClass, names: Iterable[str], rep: Reporter) -> list[str]:
-    """The ``lfc -D`` names that are parameters of ``main``; each other one is reported."""
+def check_define_names(main: ReactorClass, defines: Mapping[str, str], rep: Reporter) -> list[str]:
+    """The names of ``defines`` (``lfc -D NAME=VALUE``: NAME -> VALUE) that are parameters of
+    ``main``; each other one is reported with the parameter it is likely a misspelling of
+    (:func:`reactors.arguments.close_match`) and the list of them."""
+    names = [p.name for p in main.parameters if p.name != "bank_index"]
     known = []
-    for name in names:
-        if main.param(name) is None:
-            rep.error(f"-D {name}: the main reactor '{main.name}' has no parameter '{name}'", None)
-        else:
+    for name, value in defines.items():
+        if main.param(name) is not None:
             known.append(name)
+            continue
+        near = close_match(name, names)
+        rep.error(
+            f"-D {name}={value}: the main reactor '{main.name}' has no parameter '{name}'"
+            + (f"; did you mean '{near}'?" if near else "")
+            + (f" (its parameters are {', '.join(names)})" if names else ""),
+            None,
+        )
     return known
 
 

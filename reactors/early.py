@@ -6,9 +6,10 @@ loads the module itself (spawn runs it as ``__mp_main__``), and waits for the ru
 generated module therefore calls :func:`run_before_import` before its preambles: when the run
 is such a run, the program's process supervises it without running the preambles' imports
 (torch alone takes ~1 s here, which the workers' own imports would otherwise wait for), and
-the module ends the process with the run's status. Any other run, and any option the
-launcher would refuse, goes the usual way: the module loads, then ``main()`` runs it (and
-reports the problem).
+the module ends the process with the run's status. ``--help`` and a command line in error
+are answered there too, whatever the run, in the launcher's words (a user who mistyped an
+option is not kept waiting for torch to load). Any other run goes the usual way: the module
+loads, then ``main()`` runs it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import types
 from collections.abc import Sequence
 
 from .errors import LaunchError
-from .options import parse_options
 from .plan import workers_for
 
 
@@ -27,8 +27,9 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
     """Run the program of the generated module at ``path`` (its ``BUILD_ID`` ``build_id``)
     with the options ``argv`` on worker processes, without loading the module here; returns
     the exit status, or None when this run needs the module in this process (one worker,
-    ``-w 0``, threads, a cluster, a replay or a resume, ``--help``, options in error, or a
-    graph.json that cannot be read). Never raises for those: the usual path reports them."""
+    ``-w 0``, threads, a cluster, a replay or a resume, or a graph.json that cannot be read:
+    the usual path reports it). ``--help`` and a command line in error are answered here,
+    whatever the run, without the module's imports (torch: about a second)."""
     from . import launch
 
     stand_in = types.ModuleType("__main__")  # what the supervisor reads: path, name, build
@@ -37,10 +38,12 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
     graph_path = os.path.join(os.path.dirname(stand_in.__file__), "graph.json")
     try:
         graph = launch.load_program(stand_in, graph_path)
-        opts = parse_options(list(argv), graph.target, graph.main_parameters)
     except (LaunchError, ValueError, OSError):
         return None
-    if opts.help or opts.cluster or opts.replay or opts.resume or opts.workers < 2:
+    opts = launch.read_command_line(stand_in, graph, argv)
+    if isinstance(opts, int):  # --help answered, or an error in the command line said
+        return opts
+    if opts.cluster or opts.replay or opts.resume or opts.workers < 2:
         return None
     if workers_for(graph, opts.workers) < 2:
         return None

@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .arguments import Argument, argument
+from .arguments import Argument, argument, close_match
 from .context import new_run_id
 from .errors import LaunchError
 from .program import MainParameter, Program
@@ -29,19 +30,31 @@ usage: {prog} [options]
   --digest <file>                         write a digest of every port value at every tag
   --checkpoint-every <n> <units>          snapshot the program every so much logical time
   --checkpoint-every-tags <n>             snapshot the program every n tags
-  --checkpoint-dir <dir>                  where snapshots go (default: checkpoints)
+  --checkpoint-dir <dir>                  where snapshots go (default: the program's own,
+                                          e.g. an RL run's directory; else checkpoints)
   --checkpoint-keep <k>                   keep the last k snapshots (default: 3)
-  --resume <snapshot or dir>              continue from a snapshot (a dir: its newest, also
-                                          in its checkpoints/, e.g. an RL run's directory)
+  --resume <snapshot or dir>              continue a run from a snapshot (a dir: the newest
+                                          of the run there, also in its checkpoints/, e.g.
+                                          an RL run's directory; not a run that finished or
+                                          that another process is writing);
+                                          only one your key authenticates (see --trust)
   --record <file>                         record the inputs from outside logical time
   --record-every-tag                      check every tag's port values in the recording
                                           (default: as many tags as 5% of the run's time allows)
-  --replay <file>                         re-run with a recording's inputs, check its digests
+  --replay <file>                         re-run with a recording's inputs, check its digests;
+                                          only one your key authenticates (see --trust)
+  --trust                                 resume or replay a file your key does not
+                                          authenticate (another user's, an older version's):
+                                          it is unpickled, so it can run any code
   -m, --start-time-multiple <n> <units>   round the start time up to a multiple
   --verbose                               explain choices (e.g. the worker count of -w 0)
   -h, --help                              print this message
   --<parameter> <value>                   set a main-reactor parameter (listed below)
-Units: nsec usec msec sec minute hour day week (and their LF spellings)."""
+Units: nsec usec msec sec minute hour day week (and their LF spellings).
+Snapshots and recordings carry an HMAC-SHA256 under your key, the file $LF_RL_KEY, else
+$XDG_CONFIG_HOME/lf-rl/key or ~/.config/lf-rl/key (made on first use; keep it private)."""
+#: The options of :data:`USAGE`, for the close match of an unknown one.
+_OPTION_NAMES = tuple(re.findall(r"--([a-z][\w-]*)", USAGE))
 
 
 def usage(program: Program) -> str:
@@ -55,15 +68,43 @@ def usage(program: Program) -> str:
     heads = [_param_head(p) for p in params]
     width = min(max(map(len, heads)), 40)
     lines = [
-        f"  {head:<{width}}  ({os.path.basename(p.file)}:{p.line})"
-        + (f" compile time only: {p.fixed}" if p.fixed else "")
+        f"  {head:<{width}}  ({_where(p)})" + (f" compile time only: {p.fixed}" if p.fixed else "")
         for head, p in zip(heads, params)
     ]
     title = (
         f"Parameters of the main reactor {name} (--NAME VALUE when it starts, "
         "lfc -D NAME=VALUE when compiled):"
     )
-    return "\n".join([text, "", title, *lines])
+    return "\n".join([text, "", VALUES, "", title, *lines])
+
+
+#: How the values of main parameters are written, before their list in ``--help``.
+VALUES = """\
+A VALUE is an LF expression of the kind of the parameter's default: 3 (an integer; not 1.5,
+not 2.0), 1e-3 (a number; 3 is one too), true, 10 msec (a time; 0 is one too), [64, 64] (a list;
+items of the kind the default's share), any text for a string (--env_id Acrobot-v1).
+{= code =} is Python code that the program runs when it starts, in every worker: a command
+line with one runs what it says, as the .lf file would; what it returns is not checked."""
+
+
+def command_line_error(program: Program, module_file: str | None, error: Exception) -> str:
+    """What a program prints on stderr for an error in its command line: ``Name: error:
+    <error>`` and how to see the options (``module_file``, the generated module, locates the
+    program's launcher, ``OUT/bin/Name`` beside ``OUT/src-gen/Name/``); two lines."""
+    name = program.name or "program"
+    launcher = name
+    if module_file:
+        out = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(module_file))))
+        path = os.path.join(out, "bin", name)
+        if os.path.exists(path):
+            rel = os.path.relpath(path)
+            launcher = path if rel.startswith("..") else os.path.join(".", rel)
+    return f"{name}: error: {error}\nrun {launcher} --help for the options\n"
+
+
+def _where(p: MainParameter) -> str:
+    """``file.lf:LINE`` of the declaration of ``p``."""
+    return f"{os.path.basename(p.file)}:{p.line}"
 
 
 def _param_head(p: MainParameter) -> str:
@@ -96,6 +137,7 @@ class Options:
     checkpoint_every: int | None = None
     checkpoint_every_tags: int | None = None
     checkpoint_dir: str = field(default_factory=lambda: os.path.abspath("checkpoints"))
+    checkpoint_dir_given: bool = False  # else the program's own directory may win
     checkpoint_keep: int = 3
     resume: str | None = None
     # reactors.replay: where to record the inputs from outside logical time, the recording
@@ -104,6 +146,7 @@ class Options:
     record_every_tag: bool = False
     replay: str | None = None
     replay_bounds: tuple[int, tuple[int, int] | None] | None = None
+    trust: bool = False  # load a snapshot or recording the user's key does not authenticate
 
 
 def parse_options(
@@ -151,12 +194,14 @@ def parse_options(
             setattr(o, a[2:], _path(args, a))
         elif a == "--record-every-tag":
             o.record_every_tag = True
+        elif a == "--trust":
+            o.trust = True
         elif a in _CHECKPOINT_OPTIONS:
             _checkpoint_option(o, a, args)
         elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
             o.arguments += (_argument(p, a, args),)
         else:
-            raise LaunchError(f"unknown option '{a}'{_known(parameters)}")
+            raise LaunchError(_unknown(a, parameters))
     if o.cluster and o.backend == "threads":
         raise LaunchError("--cluster runs the workers as processes; drop --backend threads")
     return o
@@ -192,7 +237,7 @@ def _checkpoint_option(o: Options, opt: str, args: list) -> None:
     elif opt == "--checkpoint-keep":
         o.checkpoint_keep = _positive(args, opt)
     elif opt == "--checkpoint-dir":
-        o.checkpoint_dir = _path(args, opt)
+        o.checkpoint_dir, o.checkpoint_dir_given = _path(args, opt), True
     else:
         o.resume = _path(args, opt)
 
@@ -236,15 +281,18 @@ def _argument(p: MainParameter, opt: str, args: list) -> Argument:
             f"rebuild the program with lfc -D {p.name}={text}"
         )
     try:
-        return argument(p.name, text, p.default)
+        return argument(p.name, text, p.default, p.type, _where(p))
     except ValueError as e:
         raise LaunchError(str(e)) from None
 
 
-def _known(parameters: Sequence[MainParameter]) -> str:
-    """`` (parameters: a, b)``: the main parameters that can be set, for an unknown option."""
+def _unknown(opt: str, parameters: Sequence[MainParameter]) -> str:
+    """The error for the unknown option ``opt``: the option or parameter it is likely a
+    misspelling of, and the main parameters that can be set."""
     names = [p.name for p in parameters if not p.fixed]
-    return f" (the main reactor's parameters are {', '.join(names)})" if names else ""
+    near = close_match(opt.split("=", 1)[0].lstrip("-"), [*_OPTION_NAMES, *names])
+    text = f"unknown option '{opt}'" + (f"; did you mean '--{near}'?" if near else "")
+    return text + (f" (the main reactor's parameters are {', '.join(names)})" if names else "")
 
 
 def _flag(args: list, opt: str) -> bool:

@@ -164,7 +164,7 @@ def test_runtime_errors_name_the_file_and_line_of_imported_reactors(tmp_path):
     lib = tmp_path / "lib" / "Helper.lf"
     assert r.returncode == 1 and "ZeroDivisionError" in r.stderr
     assert f'File "{lib}", line {line_of(lib, "return 2 * v")}, in twice' in r.stderr
-    assert f'File "{lib}", line {line_of(lib, "out.set(")}, in reaction_function_0' in r.stderr
+    assert f'File "{lib}", line {line_of(lib, "out.set(")}, in reaction 1' in r.stderr
     # other/Helper.lf shares lib/Helper.lf's base name; its reaction indexes out of range.
     r = run_program(build(project(tmp_path), tmp_path / "out2", "-D", "K=1"))
     other = tmp_path / "other" / "Helper.lf"
@@ -208,14 +208,15 @@ def test_help_names_the_program_and_lists_the_main_parameters(tmp_path):
     assert lines[i + 1].endswith("(Prog.lf:3)") and lines[-1].endswith("(Prog.lf:4)")
 
 
-def test_help_shows_the_values_compiled_in_and_bad_options_print_it(tmp_path):
+def test_help_shows_the_values_compiled_in_and_bad_options_point_to_it(tmp_path):
     src = tmp_path / "Prog.lf"
     src.write_text(PARAMS)
     launcher = build(src, tmp_path / "out", "-D", "steps=7")
     assert "  steps = 7 " in run_program(launcher, "-h").stdout
     r = run_program(launcher, "--bogus")
     assert r.returncode == 1 and "unknown option '--bogus'" in r.stderr
-    assert "usage: Prog [options]" in r.stderr
+    assert r.stderr.endswith("\nrun ./bin/Prog --help for the options\n")
+    assert "usage: Prog [options]" not in r.stderr
 
 
 def test_graph_json_lists_the_main_parameters(tmp_path):
