@@ -5,7 +5,9 @@ PY     := $(VENV)/bin/python
 LFC    := $(VENV)/bin/lfc
 STAMP  := $(VENV)/.installed
 MAIN   ?= CartPolePPO
-LF_PROGRAMS = $(shell grep -rl --include='*.lf' 'main reactor' lf_src)
+LF_FILES = $(shell find lf_src -name '*.lf' | sort)
+# The programs among them, as the compiler sees them (a file with a main reactor).
+LIST_PROGRAMS = $(LFC) --list-programs $(LF_FILES)
 # A pipeline fails when any of its commands fails (pip's status survives the filter below).
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
@@ -34,8 +36,10 @@ $(STAMP): pyproject.toml
 	$(call pip_install,-e '.[$(DEV_EXTRAS)]')
 	touch $(STAMP)
 
+# lfc builds a program only when its inputs changed (its .lf files and the files they import,
+# the compiler's source, the options; src-gen/<Name>/lfc-stamp.json) and says so otherwise.
 build: install native
-	@for f in $(LF_PROGRAMS); do echo "lfc $$f"; $(LFC) $$f || exit 1; done
+	@programs=$$($(LIST_PROGRAMS)) && $(LFC) --if-changed $$programs
 
 run: build
 	./bin/$(MAIN)
@@ -81,7 +85,7 @@ bench: install native
 	$(PY) -m bench $(BENCH_ARGS)
 
 graph: build
-	@for f in $(LF_PROGRAMS); do $(VENV)/bin/lfc-graph src-gen/$$(basename $$f .lf)/graph.json || exit 1; done
+	@programs=$$($(LIST_PROGRAMS)) && for f in $$programs; do $(VENV)/bin/lfc-graph src-gen/$$(basename $$f .lf)/graph.json || exit 1; done
 
 clean:
 	rm -rf bin src-gen runs .pytest_cache build

@@ -2,8 +2,11 @@
 
 ``lf-rl eval RUN_DIR [--episodes N] [--seed S] [--video [FILE]] [--env ENV_ID]`` loads the
 run's checkpoint, plays N greedy episodes with its own seeds and prints the mean and standard
-deviation of the returns (also written to ``RUN_DIR/eval.json``); ``--video`` writes the first
-episode as a GIF (``RUN_DIR/episode.gif`` unless a file is named; a ``.mp4`` file is an MP4).
+deviation of the returns (also added to the list in ``RUN_DIR/eval.json``, which keeps every
+evaluation); ``--video`` writes the first episode as a GIF (``RUN_DIR/episode.gif`` unless a
+file is named; a ``.mp4`` file is an MP4). An environment id ``module:Name-v0`` has its module
+imported from the current directory or PYTHONPATH. An error (no such run, no model yet, an
+environment of other spaces) is one line on stderr, exit status 1.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="record the first episode as an MP4 (FILE.mp4) or a GIF (default RUN_DIR/episode.gif)",
     )
-    e.add_argument("--env", default=None, help="environment id (default: the run's)")
+    e.add_argument(
+        "--env",
+        default=None,
+        help="environment id (default: the run's); module:Name-v0 imports module first, from "
+        "the current directory or PYTHONPATH",
+    )
     return p
 
 
@@ -52,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(result.summary())
     if result.video:
         print(f"video: {result.video}")
+    print(f"saved: {result.saved} (evaluation {result.number} in it)")
     return 0
 
 

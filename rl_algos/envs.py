@@ -9,7 +9,11 @@ the program seed and the reactor's name. Actions for a Box space are clipped to 
 when sent to the environment (a Gaussian policy samples outside them).
 
 An environment is built by ``gymnasium.make(env_id, **make_kwargs)`` and then wrapped by the
-named classes of ``gymnasium.wrappers``, in the order given (:func:`wrap`).
+named classes of ``gymnasium.wrappers``, in the order given (:func:`wrap`). An id
+``module:Name-v0`` names an environment that ``module`` registers when imported (gymnasium's
+rule): the module is looked for in the current directory, then on the import path
+(``PYTHONPATH``), in every process that makes or unpickles the environment
+(:func:`import_env_module`).
 
 Atari games come through ale-py (an optional extra: ``pip install -e '.[atari]'``), imported
 only when an Atari environment is asked for, with the preprocessing of Mnih et al. (2015),
@@ -19,6 +23,9 @@ a frame skip of 4 with max-pooling over the last two frames, 84x84 grey frames, 
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,16 +81,41 @@ def is_atari(env_id: str) -> bool:
 WrapperSpec = str | tuple[str, dict] | list
 
 
+def import_env_module(env_id: str) -> None:
+    """Import the module of an id ``module:Name-v0`` (nothing for an id without one), with
+    the current directory added at the end of ``sys.path`` (as ``python -m`` adds it, but
+    after the installed packages): the user's module beside them, in each worker process too.
+
+    Raises:
+        ImportError: the module cannot be imported; the message says where it was looked for.
+    """
+    module, colon, _ = env_id.partition(":")
+    if not colon:
+        return
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(
+            f"cannot import module {module!r} of environment {env_id}: {e} (looked for in the "
+            f"current directory, {here}, and on PYTHONPATH)"
+        ) from e
+
+
 def make_env(env_id: str, wrappers: Sequence[WrapperSpec] = (), **kwargs: Any) -> gym.Env:
     """A gymnasium environment for ``env_id`` wrapped by ``wrappers`` (see :func:`wrap`);
-    Atari ids go to :func:`make_atari`.
+    Atari ids go to :func:`make_atari`; the module of an id ``module:Name-v0`` is imported
+    first (:func:`import_env_module`).
 
     ``kwargs`` are passed to ``gymnasium.make``. Raises gymnasium's errors for unknown ids,
-    ValueError for keyword arguments the environment does not take or a wrapper that is
-    not a class of ``gymnasium.wrappers``.
+    ImportError for a module that cannot be imported, ValueError for keyword arguments the
+    environment does not take or a wrapper that is not a class of ``gymnasium.wrappers``.
     """
     if is_atari(env_id):
         return wrap(make_atari(env_id, **kwargs), wrappers)
+    import_env_module(env_id)
     try:
         env = gym.make(env_id, disable_env_checker=True, **kwargs)
     except TypeError as e:  # the environment's constructor refused a keyword
@@ -212,6 +244,7 @@ class EnvGroup:
     ) -> None:
         if k < 1:
             raise ValueError(f"EnvGroup needs k >= 1, got {k}")
+        self.env_id = env_id
         self.envs = [make_env(env_id, wrappers, **kwargs) for _ in range(k)]
         self.seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=k)]
         self.observation_space = self.envs[0].observation_space
@@ -231,6 +264,12 @@ class EnvGroup:
         state = self.__dict__.copy()
         state["_emulators"] = [emulator_state(env) for env in self.envs]
         return state
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as :func:`_unpickled_group` of the environment id, then the state of
+        :meth:`__getstate__`: the id's module is imported before the environments are
+        unpickled, also in a process that has made none yet (a resumed run)."""
+        return (_unpickled_group, (self.env_id,), self.__getstate__())
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Restore a snapshot's state (see :meth:`__getstate__`)."""
@@ -288,6 +327,13 @@ class EnvGroup:
         """Close every environment."""
         for env in self.envs:
             env.close()
+
+
+def _unpickled_group(env_id: str) -> EnvGroup:
+    """An empty :class:`EnvGroup` for pickle to fill, once the module of ``env_id`` (if it
+    names one) is imported."""
+    import_env_module(env_id)
+    return EnvGroup.__new__(EnvGroup)
 
 
 def concat_steps(steps: Iterable[EnvStep]) -> EnvStep:

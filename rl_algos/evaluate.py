@@ -9,20 +9,30 @@ most probable action of a PPO policy (the mean of a Gaussian one, clipped to the
 space), the mean action of a SAC policy (squashed into the bounds), the largest Q value of
 a DQN network. A checkpoint with an observation scaling
 (``obs_norm``, :class:`rl_algos.normalize.ObsStats`) has it applied to every observation.
+An environment whose observation or action space differs from the network's is refused
+before any episode, naming both (:func:`check_spaces`).
+
+Each evaluation is added to the list in ``eval.json`` beside the checkpoint (oldest first,
+each with its time and the SHA-256 of the model it played), so that no earlier evaluation is
+lost: ``json.load(open("eval.json"))[-1]`` is the newest.
 """
 
 from __future__ import annotations
 
+import datetime
 import glob
+import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces as gym_spaces
 
 from .envs import make_env
+from .modelfile import MODEL_FILE
 from .networks import GaussianActorCritic, SquashedGaussianActor, Weights, load_weights
 from .normalize import ObsStats
 from .record import read_record
@@ -35,7 +45,8 @@ RESULT_FILE = "eval.json"
 @dataclass(frozen=True)
 class Evaluation:
     """Returns of ``episodes`` greedy episodes of ``env_id`` seeded ``seed``, ``seed + 1``...;
-    ``video``: the MP4 or GIF written (None when not asked for)."""
+    ``video``: the MP4 or GIF written (None when not asked for); ``saved``: the ``eval.json``
+    it was added to and ``number`` its place there (1 for the first), once saved."""
 
     model: str
     env_id: str
@@ -43,6 +54,8 @@ class Evaluation:
     returns: tuple[float, ...]
     lengths: tuple[int, ...]
     video: str | None = None
+    saved: str | None = None
+    number: int = 0
 
     @property
     def mean(self) -> float:
@@ -63,9 +76,11 @@ class Evaluation:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form written to ``eval.json``."""
+        """The JSON form of one entry of ``eval.json``."""
         return {
+            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "model": self.model,
+            "model_sha256": _sha256(self.model),
             "env_id": self.env_id,
             "seed": self.seed,
             "episodes": len(self.returns),
@@ -80,31 +95,109 @@ class Evaluation:
 def find_model(path: str) -> str:
     """The checkpoint of a run: ``path`` itself (a file), ``path/model.pt``, the only
     ``path/*.model.pt``, or that of the newest run directory below ``path`` (a
-    ``runs/<program>`` folder).
+    ``runs/<program>`` folder) that has one.
 
     Raises:
-        FileNotFoundError: no checkpoint there.
+        FileNotFoundError: no checkpoint there; the message says what is missing: ``path``
+            itself, the model of a run that has not saved it yet, or any run.
         ValueError: several learners' checkpoints and none named ``model.pt``.
     """
     if os.path.isfile(path):
         return path
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path} does not exist")
     found = _checkpoints(path)
-    if not found:
-        runs = sorted(d for d in glob.glob(os.path.join(path, "*")) if _checkpoints(d))
-        if runs:
-            return find_model(runs[-1])
-        raise FileNotFoundError(f"no model.pt in {path}")
     if len(found) > 1:
         names = ", ".join(os.path.basename(f) for f in found)
         raise ValueError(f"{path} holds several checkpoints ({names}); name one")
-    return found[0]
+    if found:
+        return found[0]
+    if _is_run(path):
+        raise FileNotFoundError(
+            f"{path} has no {MODEL_FILE} yet: a run saves it when it ends or is stopped "
+            "(Ctrl-C, SIGTERM)"
+        )
+    runs = sorted(d for d in glob.glob(os.path.join(path, "*")) if _is_run(d))
+    with_model = [d for d in runs if _checkpoints(d)]
+    if with_model:
+        return find_model(with_model[-1])
+    if runs:
+        n = len(runs)
+        raise FileNotFoundError(
+            f"no run in {path} has a {MODEL_FILE} yet ({n} run{'s' if n > 1 else ''})"
+        )
+    raise FileNotFoundError(
+        f"{path} is neither a run directory nor a folder of runs: no {MODEL_FILE}, no run in it"
+    )
+
+
+def _is_run(folder: str) -> bool:
+    """Whether ``folder`` is a run directory: it has a checkpoint, or the files a run writes
+    when it starts (``config.json``, ``.run_id``)."""
+    if not os.path.isdir(folder):
+        return False
+    started = any(os.path.exists(os.path.join(folder, f)) for f in ("config.json", ".run_id"))
+    return started or bool(_checkpoints(folder))
 
 
 def _checkpoints(run_dir: str) -> list[str]:
-    main = os.path.join(run_dir, "model.pt")
+    main = os.path.join(run_dir, MODEL_FILE)
     if os.path.isfile(main):
         return [main]
-    return sorted(glob.glob(os.path.join(run_dir, "*.model.pt")))
+    return sorted(glob.glob(os.path.join(run_dir, f"*.{MODEL_FILE}")))
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def describe_spaces(obs_shape: tuple[int, ...], actions: int | tuple[int, ...]) -> str:
+    """``obs (4,), 2 actions`` (``actions`` an int: a discrete space) or ``obs (3,),
+    continuous actions (1,)`` (a shape: a box)."""
+    if isinstance(actions, int):
+        return f"obs {tuple(obs_shape)}, {actions} actions"
+    return f"obs {tuple(obs_shape)}, continuous actions {tuple(actions)}"
+
+
+def network_spaces(spec: dict[str, Any]) -> tuple[tuple[int, ...], int | tuple[int, ...]]:
+    """The (observation shape, actions) a network of ``spec`` (that of :class:`Weights`) takes:
+    actions are a count for a discrete policy, a shape (action_dim,) for a continuous one."""
+    obs = tuple(int(x) for x in spec["obs_shape"])
+    if "n_actions" in spec:
+        return obs, int(spec["n_actions"])
+    dim = int(spec["action_dim"]) if "action_dim" in spec else len(spec["low"])
+    return obs, (dim,)
+
+
+def env_spaces(env: Any) -> tuple[tuple[int, ...], int | tuple[int, ...]]:
+    """The (observation shape, actions) of a gymnasium environment, as
+    :func:`network_spaces` gives them (a Box action space as its flattened size)."""
+    space = env.action_space
+    if isinstance(space, gym_spaces.Discrete):
+        actions: int | tuple[int, ...] = int(space.n)
+    else:
+        actions = (int(np.prod(space.shape)),)
+    return tuple(int(x) for x in env.observation_space.shape), actions
+
+
+def check_spaces(
+    net: torch.nn.Module, model: str, trained_on: str | None, env: Any, env_id: str
+) -> None:
+    """Refuse an environment whose spaces are not those of the network ``net`` (of the
+    checkpoint ``model``, trained on ``trained_on``).
+
+    Raises:
+        ValueError: ``model.pt was trained on CartPole-v1 (obs (4,), 2 actions); Acrobot-v1
+            has obs (6,), 3 actions``.
+    """
+    wanted, got = network_spaces(dict(getattr(net, "spec", {}))), env_spaces(env)
+    if wanted != got:
+        on = f" on {trained_on}" if trained_on else ""
+        raise ValueError(
+            f"{os.path.basename(model)} was trained{on} ({describe_spaces(*wanted)}); "
+            f"{env_id} has {describe_spaces(*got)}"
+        )
 
 
 def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None, ObsStats | None]:
@@ -148,22 +241,32 @@ def evaluate(
     """Play ``episodes`` greedy episodes with the checkpoint of ``run_dir`` (see
     :func:`find_model`); ``video``: an MP4 or GIF path for the first episode; ``env_id``
     overrides the recorded environment; otherwise the run's ``make_kwargs`` parameter
-    (config.json), if any, goes to ``gymnasium.make``. Writes ``eval.json`` beside the
-    checkpoint.
+    (config.json), if any, goes to ``gymnasium.make``. Adds the result to ``eval.json``
+    beside the checkpoint (:func:`save_evaluation`).
 
     Raises:
         FileNotFoundError, ValueError: see :func:`find_model`; ValueError also when no
-            environment id is known.
+            environment id is known, when the environment's spaces are not the network's
+            (:func:`check_spaces`) and when ``eval.json`` is not a list of evaluations.
+        ImportError: the module of an id ``module:Name-v0`` cannot be imported.
     """
     if episodes < 1:
         raise ValueError(f"--episodes must be at least 1, not {episodes}")
     model = find_model(run_dir)
+    results = os.path.join(os.path.dirname(model), RESULT_FILE)
+    earlier = read_evaluations(results)
     net, recorded, norm = load_policy(model)
     record = read_record(os.path.dirname(model))
     make_kwargs = {} if env_id else record.get("parameters", {}).get("make_kwargs") or {}
-    env_id = env_id or recorded or record.get("env_id")
+    trained_on = recorded or record.get("env_id")
+    env_id = env_id or trained_on
     if not env_id:
         raise ValueError(f"{model} records no environment id; give one with --env")
+    env = make_env(env_id, **make_kwargs)
+    try:
+        check_spaces(net, model, trained_on, env, env_id)
+    finally:
+        env.close()
     returns, lengths = [], []
     for i in range(episodes):
         frames: list[np.ndarray] | None = [] if (video and i == 0) else None
@@ -173,9 +276,39 @@ def evaluate(
         if frames is not None and video:
             write_video(frames, video)
     result = Evaluation(model, env_id, seed, tuple(returns), tuple(lengths), video)
-    with open(os.path.join(os.path.dirname(model), RESULT_FILE), "w", encoding="utf-8") as f:
-        json.dump(result.to_json(), f, indent=1)
-    return result
+    save_evaluation([*earlier, result.to_json()], results)
+    return replace(result, saved=results, number=len(earlier) + 1)
+
+
+def read_evaluations(path: str) -> list[dict[str, Any]]:
+    """The evaluations in the ``eval.json`` at ``path``, oldest first: [] when there is none
+    yet, a one-item list for the single object an earlier version wrote.
+
+    Raises:
+        ValueError: the file is not JSON, or neither a list nor an object.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            kept = json.load(f)
+    except FileNotFoundError:
+        return []
+    except ValueError as e:
+        raise ValueError(f"{path} is not JSON ({e}); move it away to evaluate") from None
+    if isinstance(kept, dict):
+        return [kept]
+    if not isinstance(kept, list):
+        raise ValueError(f"{path} is not a list of evaluations; move it away to evaluate")
+    return kept
+
+
+def save_evaluation(evaluations: list[dict[str, Any]], path: str) -> None:
+    """Write ``evaluations`` (oldest first) to ``path`` through a temporary file, so that a
+    reader never sees half a list."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(evaluations, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def play(

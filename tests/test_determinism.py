@@ -36,6 +36,13 @@ SMALL = {
     # no port carries a run's directory: every port value is compared
     "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
     "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
+    # Acrobot's first episodes end after 500 steps, CartPole's after ~20: the program's wiring
+    # is what this compares, on an environment whose episodes end within a tiny run
+    "AcrobotPPO.lf": (
+        ["max_steps=600", "target_return=0.0", "num_steps=32", "env_id=CartPole-v1"],
+        ("torch", "gymnasium"),
+        None,
+    ),
     "PendulumPPO.lf": (
         ["envs_per_member=2", "num_steps=32", "target_return=-1e5"]
         + ['make_kwargs={= {"max_episode_steps": 25} =}'],

@@ -127,7 +127,7 @@ def test_lf_rl_eval_reports_mean_and_std_and_writes_a_gif(solved_run):
     r = subprocess.run([*cmd, "--video"], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("CartPole-v1: mean return ") and "over 3 episodes" in r.stdout
-    result = json.loads((run_dir / "eval.json").read_text())
+    result = json.loads((run_dir / "eval.json").read_text())[-1]  # the newest evaluation
     assert result["episodes"] == 3 and len(result["returns"]) == 3
     assert result["mean_return"] == pytest.approx(sum(result["returns"]) / 3)
     gif = run_dir / "episode.gif"
@@ -137,7 +137,9 @@ def test_lf_rl_eval_reports_mean_and_std_and_writes_a_gif(solved_run):
     missing = subprocess.run(
         [*cmd[:4], str(run_dir / "nope")], capture_output=True, text=True, env=env
     )
-    assert missing.returncode == 1 and missing.stderr.startswith("lf-rl eval: error: no model")
+    assert missing.returncode == 1 and missing.stderr == (
+        f"lf-rl eval: error: {run_dir / 'nope'} does not exist\n"
+    )
 
 
 def test_a_missed_target_is_one_plain_line(ppo, tmp_path):

@@ -124,5 +124,5 @@ def test_pendulum_sac_learns_logs_and_evaluates(tmp_path):
     r = lf_rl_eval(d1, "--episodes", "2")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Pendulum-v1: mean return ") and "over 2 episodes" in r.stdout
-    result = json.loads((d1 / "eval.json").read_text())
+    result = json.loads((d1 / "eval.json").read_text())[-1]  # the newest evaluation
     assert result["lengths"] == [25, 25]
