@@ -41,7 +41,6 @@ from .sync import (
     GO_M,
     GO_SEQ,
     GO_T,
-    LOST,
     NEXT_M,
     NEXT_T,
     NONE_T,
@@ -256,9 +255,8 @@ class Coordinator:
         return any(cells[b + REV] != r for b, r in zip(self.bases, self.revs))
 
     def _finish(self) -> None:
-        cells = self.cells
-        self.engine.report_end(sum(cells[b + LOST] for b in self.bases))
-        cells[STATE] = FINISHED
+        self.engine.report_end()
+        self.cells[STATE] = FINISHED
         self.supervisor.ring()
 
     # ------------------------------------------------------------------ waiting

@@ -208,12 +208,11 @@ class TagEngine:
         self.finished = True
         self.stop_time, self.stop_micro = NEVER_INT64, 0
 
-    def report_end(self, lost: int) -> None:
-        """Log the end of the run: ``lost`` action events discarded after the stop tag (if
-        any), elapsed logical and physical time (ns)."""
+    def report_end(self) -> None:
+        """Log the end of the run: elapsed logical and physical time (ns). Action events
+        left after the stop tag are discarded without a word (how many depends on when each
+        worker of a parallel run learns of a stop asked at a tag, not on the program)."""
         log = self.log
-        if lost:
-            log.warn(f"---- {lost} future action event(s) after the stop tag were discarded.")
         log.log(f"---- Elapsed logical time (in nsec): {self.time - self.start_time:,}")
         log.log(f"---- Elapsed physical time (in nsec): {self.now() - self.phys_start:,}")
 

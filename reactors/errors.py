@@ -9,7 +9,9 @@ and lines of the generated module are translated to ``.lf`` lines through graph.
 from __future__ import annotations
 
 import bisect
-import errno
+import contextlib
+import glob
+import hashlib
 import json
 import linecache
 import os
@@ -25,8 +27,11 @@ from types import TracebackType
 from typing import Any
 
 from .log import Log
+from .log import say as _say
+from .native import MODULES
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.basename(_RUNTIME_DIR)
 
 #: A source position ``(file, line)``; the line is None where Python has none.
 Position = tuple[str, int | None]
@@ -192,17 +197,49 @@ class StopSignals:
                 self._seen += 1
                 if self.status is None:
                     self.status = 128 + signum
-                    self.log.info(f"---- {STOP_MESSAGES[signal.Signals(signum)]}; stopping.")
-                    self.request(self.status)
                     deadline = time.monotonic() + self.grace_s
+                    try:
+                        self.log.info(f"---- {STOP_MESSAGES[signal.Signals(signum)]}; stopping.")
+                    finally:  # whatever saying it did, the stop is asked
+                        self.request(self.status)
 
     def _give_up(self) -> None:
         assert self.status is not None
-        self.log.info(
-            f"---- The run did not stop within {self.grace_s:g} s of the signal; stopping now."
-        )
         self._late = True
-        signal.pthread_kill(self._main, self.status - 128)
+        try:
+            self.log.info(
+                f"---- The run did not stop within {self.grace_s:g} s of the signal; stopping now."
+            )
+        finally:
+            signal.pthread_kill(self._main, self.status - 128)
+
+
+class RecordError(Exception):
+    """A file of the run's records (its digest, its timing trace) cannot be written; the
+    message names the file and the system's reason (:func:`cannot_write`). What was written
+    before stays whole (:mod:`reactors.records`)."""
+
+
+def cannot_write(path: str, exc: OSError) -> str:
+    """``cannot write PATH: REASON``, the reason as the system says it (``No space left on
+    device``)."""
+    return f"cannot write {path}: {exc.strerror or exc}"
+
+
+def say_once(run_id: str, text: str) -> bool:
+    """Whether this worker is the first of the run ``run_id`` to say ``text``: workers that
+    fail alike (each cannot write its part of one file on a full disk) say it once. A marker
+    file in the temporary folder claims it (removed by :func:`forget_said`); True when it
+    cannot be made, so that the text is still said."""
+    name = f"lf-said-{run_id}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return _claim(os.path.join(tempfile.gettempdir(), name))
+
+
+def forget_said(run_id: str) -> None:
+    """Remove the markers of :func:`say_once` of the run ``run_id`` (at its end)."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"lf-said-{run_id}-*")):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 class BuildFailure(Exception):
@@ -255,17 +292,50 @@ def _user_stack(
     where: Position | None = None
     text: str | None
     for fs in traceback.extract_tb(tb):
-        if os.path.dirname(os.path.abspath(fs.filename)) == _RUNTIME_DIR:
+        if _in_runtime(fs.filename):
             continue
         fname, line = smap.translate(fs.filename, fs.lineno)
+        name = fs.name
         if smap.is_generated(fs.filename):
             where = (fname, line)
+            name = _generated_name(name)
         if line is not None and fname != fs.filename:  # translated to a .lf line
             text = linecache.getline(fname, line).strip()
         else:
             text = fs.line
-        frames.append(traceback.FrameSummary(fname, line, fs.name, line=text or None))
+        frames.append(traceback.FrameSummary(fname, line, name, line=text or None))
     return traceback.StackSummary.from_list(frames), where
+
+
+def _in_runtime(filename: str) -> bool:
+    """Whether a frame of ``filename`` is the runtime's: a module of this package, by its
+    absolute path, or one compiled by mypyc, which names it by its path relative to the
+    project (``reactors/worker.py``)."""
+    if os.path.dirname(os.path.abspath(filename)) == _RUNTIME_DIR:
+        return True
+    folder, name = os.path.split(os.path.normpath(filename))
+    return not os.path.isabs(filename) and folder == _PACKAGE and name[:-3] in MODULES
+
+
+def _generated_name(name: str) -> str:
+    """A function of the generated module as the user knows it: ``reaction_function_1`` is
+    ``reaction 2`` (as the report's header and the diagram number it), its deadline
+    handler ``deadline handler of reaction 2``; other names unchanged."""
+    from .reaction import reaction_number
+
+    for prefix, said in _GENERATED:
+        index = name.removeprefix(prefix)
+        if index != name and index.isdigit():
+            return f"{said}{reaction_number(int(index))}"
+    return name
+
+
+#: The generated module's function names for a reaction's body and deadline handler (with
+#: the reaction's 0-based index after them), and what a traceback calls them.
+_GENERATED = (
+    ("reaction_function_", "reaction "),
+    ("deadline_function_", "deadline handler of reaction "),
+)
 
 
 def format_exception(exc: BaseException, smap: SourceMap) -> tuple[str, Position | None]:
@@ -310,59 +380,30 @@ def report(
 ) -> int:
     """Print the failure of ``what`` (e.g. ``reaction 1 of Main.c``) to stderr and return the
     exit status. ``fallback`` is the (.lf file, line) to name when no frame of the generated
-    module is in the traceback."""
+    module is in the traceback. An exception whose ``show_traceback`` attribute is False (a
+    library's error about a value, e.g. :class:`rl_algos.config.ConfigError`) is one line."""
     status = exit_status(exc)
-    err = sys.stderr
     if isinstance(exc, SystemExit):
         where = _where(format_exception(exc, smap)[1] or fallback)
         if not isinstance(exc.code, (int, type(None))):
             # sys.exit("message"): the message is what the program has to say (status 1)
-            err.write(f"{exc.code}\n")
-            err.flush()
+            _say(f"{exc.code}\n")
             return status
         if status != 0:
-            err.write(f"ERROR: {what} exited with status {status}{where}\n")
+            _say(f"ERROR: {what} exited with status {status}{where}\n")
         elif log is not None:
             log.log(f"---- {what} called exit(0){where}")
-        err.flush()
         return status
     text, loc = format_exception(exc, smap)
-    if fallback is None and not _has_user_frames(exc):
+    if getattr(exc, "show_traceback", True) is False:  # its message says all (a bad value)
+        _say(f"ERROR: {what} failed{_where(loc or fallback)}: {exc}\n")
+        return status
+    if fallback is None and not has_user_frames(exc):
         # nothing from the program in the traceback: most likely a runtime bug; show it all
         what = f"{what} (internal error of the runtime)"
         text = "".join(traceback.format_exception(exc))
-    err.write(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
-    err.flush()
+    _say(f"FATAL: {what} failed{_where(loc or fallback)}\n{text}")
     return status
-
-
-def output_failed(exc: OSError, say: bool = True) -> int:
-    """The program's standard output cannot be written (``exc``: a closed pipe, as with
-    ``| head``, or a full device): say so on stderr (when ``say``), send the rest of the
-    output nowhere (so that the interpreter's last flush does not fail again) and return
-    the exit status, 1 (that of a Python program whose ``print`` failed)."""
-    stdout = sys.__stdout__
-    try:
-        if stdout is not None:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stdout.fileno())
-            os.close(devnull)
-    except (OSError, ValueError):
-        pass
-    if say:
-        sys.stderr.write(f"ERROR: cannot write the program's output: {exc.strerror or exc}\n")
-        sys.stderr.flush()
-    return 1
-
-
-def is_output_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is the runtime's own write of the program's output failing (a closed
-    pipe or a full device), not an error of the program."""
-    return (
-        isinstance(exc, OSError)
-        and exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)
-        and not _has_user_frames(exc)
-    )
 
 
 def load_failure_hook(
@@ -429,11 +470,9 @@ def _from_lf_line(tb: TracebackType | None, smap: SourceMap) -> TracebackType | 
     return tb
 
 
-def _has_user_frames(exc: BaseException) -> bool:
-    return any(
-        os.path.dirname(os.path.abspath(fs.filename)) != _RUNTIME_DIR
-        for fs in traceback.extract_tb(exc.__traceback__)
-    )
+def has_user_frames(exc: BaseException) -> bool:
+    """Whether ``exc``'s traceback has a frame outside the runtime (the program's code)."""
+    return any(not _in_runtime(fs.filename) for fs in traceback.extract_tb(exc.__traceback__))
 
 
 def _where(loc: Position | None) -> str:

@@ -2,6 +2,9 @@
 
 stdout belongs to the user's prints; everything the runtime says goes to stderr, filtered by
 the program's ``logging`` level (``error`` < ``warn`` < ``info`` < ``log`` < ``debug``).
+Saying something never fails: a stderr that cannot be written (``2>/dev/full``, a closed
+pipe) loses the text (:func:`say`), and whatever was saying it (a failure being reported, a
+signal asking the run to stop) goes on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,27 @@ from .target import DEFAULTS
 LEVELS = ("error", "warn", "info", "log", "debug")
 #: Level name (and the alias ``warning``) -> verbosity: its position in :data:`LEVELS`.
 _VERBOSITY = {name: i for i, name in enumerate(LEVELS)} | {"warning": LEVELS.index("warn")}
+
+
+#: How many messages :func:`say` could not write in this process.
+dropped = 0
+
+
+def say(text: str) -> bool:
+    """Write ``text`` to stderr and flush it; whether it was written. When stderr cannot be
+    written (a full device, a closed pipe or file, none at all) the text is dropped and
+    counted in :data:`dropped`: no write of the runtime's messages raises."""
+    global dropped
+    err = sys.stderr
+    try:
+        if err is None:
+            raise ValueError("no stderr")
+        err.write(text)
+        err.flush()
+    except (OSError, ValueError):
+        dropped += 1
+        return False
+    return True
 
 
 class Log:
@@ -31,8 +55,7 @@ class Log:
 
     def _emit(self, level: str, prefix: str, msg: str) -> None:
         if _VERBOSITY[level] <= self.level:
-            sys.stderr.write(prefix + msg + "\n")
-            sys.stderr.flush()
+            say(prefix + msg + "\n")
 
     def error(self, msg: str) -> None:
         """Print ``ERROR: msg`` (always shown)."""

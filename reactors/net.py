@@ -56,7 +56,6 @@ from .sync import (
     GO_SEQ,
     GO_T,
     INLINE_CELLS,
-    LOST,
     NEXT_M,
     NEXT_T,
     PRINTED,
@@ -99,7 +98,7 @@ def cell_policy(ctl: Control) -> bytearray:
     """For each cell of ``ctl``, :data:`SEND`, :data:`DEFER` or :data:`LOCAL` (see the module
     docstring). A deferred cell is always followed, in the code that writes it, by a sent one
     of the same process: ``GO_T..STOP_M`` by ``GO_SEQ``, ``START_T`` by ``STATE``, reports by
-    ``DONE``, ``CODE``/``LOST`` by ``STATUS``, a skip's tag by ``SKIP_FROM``, a call's tags by
+    ``DONE``, ``CODE`` by ``STATUS``, a skip's tag by ``SKIP_FROM``, a call's tags by
     ``CALL_SEQ``, a reader's held slots by its next ``DONE``, a
     batch's cell by the flush that ends :meth:`reactors.worker_link.Link.publish` or,
     after a tag's last reaction, by the worker's ``DONE`` (or its next send, when that
@@ -117,7 +116,6 @@ def cell_policy(ctl: Control) -> bytearray:
             REQ_T,
             REQ_M,
             CODE,
-            LOST,
             *range(REPORT[1], REPORT[1] + 4),
             SKIP_T,
             SKIP_M,

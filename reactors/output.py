@@ -50,10 +50,16 @@ class Captured:
         return chunks
 
     def spill(self) -> None:
-        """Write what was captured straight to the real stream (failure paths)."""
-        for _, text in self.take():
-            self.real.write(text)
-        self.real.flush()
+        """Write what was captured straight to the real stream (failure paths). When that
+        stream cannot be written (a closed pipe, a full device), the text is lost and the
+        failure path goes on (the failed output is the supervisor's to tell:
+        :mod:`reactors.output_failure`)."""
+        try:
+            for _, text in self.take():
+                self.real.write(text)
+            self.real.flush()
+        except (OSError, ValueError):
+            pass
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)

@@ -7,10 +7,12 @@ channels' slot segments (:mod:`reactors.shm`), all named with a per-run ``prefix
 supervisor waits in ``poll`` on its bell and on the workers' process sentinels, so a worker
 killed by a signal is noticed at once (:class:`reactors.transport.WorkerDied`). Stopped
 workers are joined, then terminated, then killed; at the end every segment with the run's
-prefix is unlinked. Workers ignore SIGINT and SIGHUP (the supervisor handles a Ctrl-C or hang-up of
-the whole process group); a worker whose parent died is told at once by the kernel (SIGTERM,
-``PR_SET_PDEATHSIG`` on Linux; elsewhere it notices within 50 ms of its next wait) and exits,
-unlinking the segments of its run.
+prefix (:func:`reactors.owner.run_prefix`, which names the supervisor) is unlinked; a run
+killed with its whole process group leaves them to the next run's
+:func:`reactors.owner.reclaim`. Workers ignore SIGINT and SIGHUP (the supervisor handles a
+Ctrl-C or hang-up of the whole process group); a worker whose parent died is told at once by
+the kernel (SIGTERM, ``PR_SET_PDEATHSIG`` on Linux; elsewhere it notices within 50 ms of its
+next wait) and exits, unlinking the segments of its run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import ctypes
 import importlib.util
 import multiprocessing as mp
 import os
-import secrets
 import signal
 import sys
 import threading
@@ -37,6 +38,7 @@ from .errors import SourceMap, report
 from .exits import quick_exit
 from .log import Log
 from .output import Captured
+from .owner import process_stat, run_prefix
 from .plan import Plan
 from .program import Program
 from .shm import Reader, Segment, Writer, unlink_prefix
@@ -132,7 +134,7 @@ class ProcessTransport:
     def __init__(self, plan: Plan):
         self.plan = plan
         n = plan.workers
-        self.prefix = f"lf{os.getpid()}x{secrets.token_hex(4)}"
+        self.prefix = run_prefix()
         size = Control.size(n, plan.channels, len(plan.batches))
         self.segment = Segment(self.prefix + "ctl", True, size)
         buf = self.segment.buf
@@ -345,7 +347,8 @@ def run_worker(
     finally:
         sys.stdout = sys.__stdout__
         if sys.stdout is not None:
-            sys.stdout.flush()
+            with contextlib.suppress(OSError, ValueError):  # said by the supervisor
+                sys.stdout.flush()
         asked = ctl.cells[STOP_ASKED]
         ctl.release()
     return status, asked
@@ -406,12 +409,8 @@ def _parent_lives(parent: int, settle_s: float = 0.05) -> bool:
     while True:
         if os.getppid() != parent:
             return False
-        try:
-            with open(f"/proc/{parent}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            state = b""  # no /proc: trust getppid alone
-        if state in (b"Z", b"X"):
+        stat = process_stat(parent)  # None without /proc: trust getppid alone
+        if stat is not None and stat[0] in ("Z", "X"):
             return False
         if time.monotonic() >= end:
             return True

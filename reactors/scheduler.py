@@ -18,7 +18,6 @@ import gc
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .action import Action
 from .clock import Clock
 from .context import CTX
 from .engine import TagEngine, TagPair, Timing
@@ -194,11 +193,7 @@ class Scheduler:
     def _finish(self, ok: bool) -> None:
         self.engine.close()
         if ok:
-            self.engine.report_end(self._discarded())
-
-    def _discarded(self) -> int:
-        """How many action events are still queued (they are past the stop tag)."""
-        return sum(1 for e in self.queue.live() if isinstance(e[3], Action))
+            self.engine.report_end()
 
     def _trigger_shutdown(self) -> None:
         self.stopping = True

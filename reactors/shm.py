@@ -21,9 +21,10 @@ Values, by kind:
 - anything else: ``pickle`` protocol 5, inline when it is small and has no out-of-band
   buffers, else in a slot with its out-of-band buffers, copied out by the reader.
 
-Segments belong to one run (``prefix``): a writer unlinks a slot's old generation when it
-makes a new one, and the supervising process unlinks every segment of the run at its end
-(readers may still attach a slot after its writer exited).
+Segments belong to one run (``prefix``, :func:`reactors.owner.run_prefix`): a writer unlinks
+a slot's old generation when it makes a new one, and the supervising process unlinks every
+segment of the run at its end (readers may still attach a slot after its writer exited);
+what a run killed at once left, the next run reclaims (:func:`reactors.owner.reclaim`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mypy_extensions import mypyc_attr
 
 from .codec import Packer, Unpacker
+from .owner import SHM_DIR
 from .port import Port
 from .sync import (
     C_GEN,
@@ -73,9 +75,6 @@ _INT_MAX: Final = (1 << 63) - 1
 _ALIGN: Final = 64
 _PAGE: Final = 4096
 _COPY_AFTER: Final = 2  # held-by-the-program slots before a reader switches to copying
-
-
-SHM_DIR: Final = "/dev/shm"
 
 
 @mypyc_attr(native_class=False)  # compiled, a subclass of a built-in exception cannot be native
@@ -138,7 +137,7 @@ def _ignore(*_args: object) -> None:
 def unlink(name: str) -> None:
     """Remove the segment ``name`` (no error if it is already gone)."""
     try:
-        os.unlink(os.path.join("/dev/shm", name))
+        os.unlink(os.path.join(SHM_DIR, name))
     except FileNotFoundError:
         pass
 
@@ -147,7 +146,7 @@ def unlink_prefix(prefix: str) -> int:
     """Remove every segment whose name starts with ``prefix``; returns how many."""
     n = 0
     try:
-        names = os.listdir("/dev/shm")
+        names = os.listdir(SHM_DIR)
     except FileNotFoundError:
         return 0
     for name in names:

@@ -29,11 +29,11 @@ from .errors import (
     StopSignals,
     catch_stop_signals,
     load_failure_marker,
-    output_failed,
     restore_signals,
 )
 from .log import Log
 from .output import output_readers
+from .output_failure import output_failed
 from .plan import Plan
 from .program import Program
 from .records import cut_tag, merge_records
@@ -64,7 +64,8 @@ def run(
         with stop:
             status = supervise(ctl, bell, idle)
         transport.join()
-        status = stop.status or status
+        late = failure(ctl)  # after the run finished: a worker could not write its records
+        status = stop.status or (late.status if late is not None else status)
     except WorkerFailed as f:
         status = f.status
     except WorkerDied as e:
@@ -79,9 +80,12 @@ def run(
     finally:
         saved = _ignore_signals()
         try:
-            lost = _end(transport, plan, opts, grace)
+            lost, unwritten = _end(transport, plan, opts, grace)
             if lost is not None:  # said once: by the coordinator if it failed first
                 status = output_failed(lost, say=status == 0)
+            for line in unwritten:  # records of the run that no worker said it could not write
+                log.error(line)
+                status = status or 1
         finally:
             _restore_signals(saved)
             restore_signals(old)
@@ -93,22 +97,25 @@ def run(
     return status
 
 
-def _end(transport: Transport, plan: Plan, opts: Any, grace_s: float | None) -> OSError | None:
+def _end(
+    transport: Transport, plan: Plan, opts: Any, grace_s: float | None
+) -> tuple[OSError | None, list[str]]:
     """Stop and join the workers (forcing them after ``grace_s`` seconds; None: the
     transport's grace period), merge their records, print the pending output, release the
     transport. Returns the error if the output could not be written (closed pipe, full
-    device), else None."""
+    device), else None, and what of the records could not be written and no worker said
+    (:func:`reactors.records.merge_records`)."""
     ctl = transport.control
     try:
         stop_workers(ctl, transport.worker_bells())
         transport.shutdown(grace_s)
-        merge_records(opts, plan.workers, cut_tag(ctl))  # however the run ended
+        unwritten = merge_records(opts, plan.workers, cut_tag(ctl))  # however the run ended
         try:
             write_pending_output(ctl, output_readers(transport.channels(), plan), sys.stdout)
             sys.stdout.flush()
         except OSError as e:
-            return e
-        return None
+            return e, unwritten
+        return None, unwritten
     finally:
         transport.close()
 

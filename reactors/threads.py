@@ -21,13 +21,14 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from .context import CTX
+from .errors import SourceMap, report
 from .log import Log
 from .output import Captured
 from .plan import Plan
 from .program import Program
 from .sync import C_STATE, Control, ThreadBell
 from .transport import Endpoint
-from .worker_life import worker_main
+from .worker_life import report_failure, worker_main
 
 _JOIN_S = 2.0
 
@@ -35,6 +36,25 @@ _JOIN_S = 2.0
 def _spin_ns() -> int:
     gil = getattr(sys, "_is_gil_enabled", None)
     return 50_000 if gil is not None and not gil() else 0
+
+
+def _worker(
+    module: ModuleType,
+    graph: Program,
+    plan: Plan,
+    me: int,
+    end: Endpoint,
+    opts: Any,
+    log: Log,
+    captured: Captured,
+) -> None:
+    """A worker thread: :func:`reactors.worker_life.worker_main`, which reports its own
+    failures; should anything escape it, the failure is still reported and told to the
+    supervisor (a thread that ended unheard would leave the others waiting for it)."""
+    try:
+        worker_main(module, graph, plan, me, end, opts, log, captured)
+    except BaseException as exc:
+        report_failure(end.ctl, end.bells, me, report(exc, f"worker {me}", SourceMap(None, [])))
 
 
 class _PerThread:
@@ -148,7 +168,7 @@ class ThreadTransport:
         end = Endpoint(self.control, self.bells, self.chans, _spin_ns(), None)
         for w in range(self.plan.workers):
             args = (module, graph, self.plan, w, end, opts, log, Captured(self.real_stdout))
-            t = threading.Thread(target=worker_main, args=args, name=f"lf-worker-{w}", daemon=True)
+            t = threading.Thread(target=_worker, args=args, name=f"lf-worker-{w}", daemon=True)
             t.start()
             self.threads.append(t)
 

@@ -1,6 +1,6 @@
 """The bytes of the network transport (:mod:`reactors.net`): frames, what one process sends
-to the other nodes of its run (:class:`Link`), what a node receives (:class:`Receiver`), and
-the proof a connection gives before anything it sends is read.
+to the other nodes of its run (:class:`Link`) and what a node receives (:class:`Receiver`);
+the proof a connection gives before anything it sends is read is :mod:`reactors.handshake`.
 
 What is sent, as frames (:data:`FRAME`: kind, two integers, then a payload):
 
@@ -19,14 +19,15 @@ it belongs to the run before any frame is read: the receiver sends a random 32-b
 expects HMAC-SHA256 of it under the run's secret (32 random bytes the supervisor made, given to
 the actors through Ray). Nothing read from the network is unpickled: frames are offsets and
 bytes; a slot's pickle is loaded by its reader as on one machine, and only frames of
-authenticated peers of the run are ever stored.
+authenticated peers of the run are ever stored. Other local processes that connect cannot
+starve the run's peers: the receiver's gate bounds how many connections wait for their proof
+and for how long, and keeps accepting when the process runs out of file descriptors
+(:class:`reactors.handshake.Gate`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import secrets
 import socket
 import struct
@@ -34,6 +35,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from . import handshake
+from .handshake import OK, Gate, NetError, connect
 from .shm import Segment
 from .sync import (
     ABORT,
@@ -53,14 +56,7 @@ from .sync import (
 
 FRAME = struct.Struct("<BxxxIQ")  # kind, a (offset or name length), b (length or capacity)
 K_CELLS, K_SEGMENT, K_SYNC = 1, 2, 3
-_NONCE = 32
-_PROOF = b"lf-net/1"
-_AUTH_S = 5.0  # how long a connecting peer gets to prove it belongs to the run
 SUPERVISOR = 0xFFFF  # the sender id of the supervisor (workers send their index)
-
-
-class NetError(ConnectionError):
-    """A peer of the run could not be reached, or did not prove it belongs to the run."""
 
 
 def watched_by_supervisor(ctl: Control) -> frozenset[int]:
@@ -85,7 +81,7 @@ class Link:
         self.sent_bytes = 0
         try:
             for node, address in sorted(peers.items()):
-                self.socks[node] = _connect(address, secret, sender)
+                self.socks[node] = connect(address, secret, sender)
                 self.out[node] = bytearray()
                 self.run[node] = -1
         except BaseException:
@@ -176,7 +172,7 @@ class Link:
             buf += FRAME.pack(K_SYNC, 0, 0)
         self.flush()
         for sock in self.socks.values():
-            if _recv_exactly(sock, 1) != b"\1":
+            if handshake.recv_exactly(sock, 1) != OK:
                 raise NetError("a receiver of the run closed its connection")
 
     def close(self) -> None:
@@ -191,13 +187,16 @@ class Link:
 class Receiver:
     """Applies what the other nodes send to this node's copy of the run: the control block
     ``ctl`` (a plain :class:`Control` on it) and the slot segments named after ``prefix``.
-    Listens on ``host`` (the node's cluster address; port chosen by the kernel: ``address``);
-    one thread per accepted connection, which must prove the run's ``secret`` first. After a
-    frame it rings ``bells[w]`` of each worker ``w`` of ``local`` that sleeps, and
-    ``supervisor_bell`` (if any) when a cell the supervisor watches was written. When the
-    supervisor's connection ends before the run finished (it died), the copy is marked
-    aborted and every local bell rung; when a worker's does before it finished, the worker
-    is marked gone (:data:`reactors.sync.W_GONE`) and the supervisor woken."""
+    Listens on ``host`` (the node's cluster address; port chosen by the kernel: ``address``).
+    A connection first proves the run's ``secret`` to the gate thread, within
+    ``handshake_s`` seconds (default :data:`reactors.handshake.AUTH_S`), with at most
+    ``max_pending`` (default :data:`reactors.handshake.PENDING`) connections waiting at once;
+    then a thread of its own applies its frames. After a read it rings ``bells[w]`` of each
+    worker ``w`` of ``local`` that sleeps, and ``supervisor_bell`` (if any) when a cell the
+    supervisor watches was written. When the supervisor's connection ends before the run
+    finished (it died), the copy is marked aborted and every local bell rung; when a
+    worker's does before it finished, the worker is marked gone
+    (:data:`reactors.sync.W_GONE`) and the supervisor woken."""
 
     def __init__(
         self,
@@ -208,6 +207,8 @@ class Receiver:
         local: Sequence[int],
         bells: Mapping[int, Waker],
         supervisor_bell: Waker | None = None,
+        handshake_s: float | None = None,
+        max_pending: int | None = None,
     ):
         self.prefix, self.secret = prefix, secret
         self.cells, self.raw = ctl.cells, ctl.raw  # the plain views: stores stay on this node
@@ -217,36 +218,50 @@ class Receiver:
         self.watched = watched_by_supervisor(ctl)
         self.status_cells = [ctl.worker_base(w) + STATUS for w in range(ctl.workers)]
         self.segments: dict[str, Segment] = {}
+        self.handshake_s = handshake.AUTH_S if handshake_s is None else handshake_s
+        self.max_pending = handshake.PENDING if max_pending is None else max_pending
         self.sock = socket.create_server((host, 0))
+        self.sock.setblocking(False)
         self.address: tuple[str, int] = (host, self.sock.getsockname()[1])
         self._closing = False
-        self._conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True, name="lf-net-accept").start()
+        self._conns: set[socket.socket] = set()  # the run's peers, each served by a thread
+        self._stop_gate, wake = socket.socketpair()  # a byte on it ends the gate
+        self._gate_thread = threading.Thread(
+            target=self._gate, args=(wake,), daemon=True, name="lf-net-gate"
+        )
+        self._gate_thread.start()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="lf-net").start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        sender = None
+    def _gate(self, wake: socket.socket) -> None:
+        """The gate thread: accept connections and check their proofs
+        (:class:`reactors.handshake.Gate`) until :meth:`close` writes on ``wake``."""
+        gate = Gate(self.sock, self.secret, self.handshake_s, self.max_pending, self._admit, wake)
         try:
-            sender = _check(conn, self.secret)
-            if sender is None:
-                return
+            gate.run()
+        finally:
+            gate.close()
+            wake.close()
+
+    def _admit(self, conn: socket.socket, sender: int) -> None:
+        """``conn`` proved it belongs to the run, as ``sender``: serve it in a thread."""
+        conn.setblocking(True)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._conns.add(conn)
+        threading.Thread(
+            target=self._serve, args=(conn, sender), daemon=True, name="lf-net"
+        ).start()
+
+    def _serve(self, conn: socket.socket, sender: int) -> None:
+        try:
+            conn.sendall(OK)
             self._apply(conn)
         except (OSError, ValueError):
             pass
         finally:
             conn.close()
+            self._conns.discard(conn)
             if sender == SUPERVISOR and not self._closing:
                 self._orphaned()
-            elif sender is not None and not self._closing:
+            elif not self._closing:
                 self._gone(sender)
 
     def _apply(self, conn: socket.socket) -> None:
@@ -341,65 +356,15 @@ class Receiver:
         """Stop listening, close the connections and this process's segment mappings."""
         self._closing = True
         with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-        self.sock.close()
-        for conn in self._conns:
+            self._stop_gate.send(b"\0")  # the gate ends, closing what waits for its proof
+        self._gate_thread.join(1.0)
+        self._stop_gate.close()
+        for conn in list(self._conns):
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
         for seg in self.segments.values():
             with contextlib.suppress(BufferError, OSError):
                 seg.close()
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _proof(secret: bytes, nonce: bytes) -> bytes:
-    return hmac.new(secret, _PROOF + nonce, hashlib.sha256).digest()
-
-
-def _connect(address: tuple[str, int], secret: bytes, sender: int) -> socket.socket:
-    """A connection to the receiver at ``address`` that proved the run's ``secret`` and said
-    who sends (``sender``: a worker index or the supervisor's id). Raises NetError."""
-    try:
-        sock = socket.create_connection(address, timeout=_AUTH_S)
-    except OSError as e:
-        raise NetError(f"cannot reach the node at {address[0]}:{address[1]} ({e})") from e
-    try:
-        nonce = _recv_exactly(sock, _NONCE)
-        sock.sendall(_proof(secret, nonce) + sender.to_bytes(2, "little"))
-        if _recv_exactly(sock, 1) != b"\1":
-            raise NetError(f"the node at {address[0]}:{address[1]} refused this run's proof")
-    except OSError as e:
-        sock.close()
-        raise NetError(f"the node at {address[0]}:{address[1]} did not answer ({e})") from e
-    except BaseException:
-        sock.close()
-        raise
-    sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def _check(conn: socket.socket, secret: bytes) -> int | None:
-    """The sender id of a new connection once it proved the run's ``secret`` within
-    ``_AUTH_S`` seconds; None (and nothing read beyond the proof) otherwise."""
-    conn.settimeout(_AUTH_S)
-    nonce = secrets.token_bytes(_NONCE)
-    conn.sendall(nonce)
-    answer = _recv_exactly(conn, 32 + 2)
-    if len(answer) != 34 or not hmac.compare_digest(answer[:32], _proof(secret, nonce)):
-        return None
-    conn.sendall(b"\1")
-    conn.settimeout(None)
-    return int.from_bytes(answer[32:], "little")
 
 
 def new_secret() -> bytes:

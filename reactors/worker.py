@@ -54,7 +54,6 @@ from .sync import (
     GO_M,
     GO_SEQ,
     GO_T,
-    LOST,
     NONE_T,
     REPORT,
     SLEEP,
@@ -319,7 +318,6 @@ class WorkerScheduler(Scheduler):
             self.recorder.record(self)
         if final:
             shared = self.link.ctl.cells
-            shared[base + LOST] = self._discarded()
             shared[base + STATUS] = W_FINISHED
         else:
             engine = self.engine

@@ -11,12 +11,20 @@ from types import ModuleType
 from typing import Any
 
 from .build import build
-from .checkpoint import attach
+from .checkpoint import attach, run_ended
 from .context import CTX
 from .coordinator import Coordinator
-from .errors import BuildFailure, SourceMap, is_output_failure, output_failed, report
+from .errors import (
+    BuildFailure,
+    RecordError,
+    SourceMap,
+    exit_status,
+    report,
+    say_once,
+)
 from .log import Log
 from .output import Captured, output_readers, stdout_port
+from .output_failure import is_output_failure, output_failed
 from .plan import Plan, free_running, written_ports
 from .program import Program
 from .recording import ReplayError
@@ -58,7 +66,9 @@ def worker_main(
         try:
             program = build(module, graph, owned=plan.owned[me])
         except BuildFailure as f:
-            return report_failure(end.ctl, end.bells, me, report(f.exc, f.what, smap, log=log))
+            first = _first_failure()
+            status = report(f.exc, f.what, smap, log=log) if first else exit_status(f.exc)
+            return report_failure(end.ctl, end.bells, me, status)
         sched, digest, timeline = _scheduler(program, graph, plan, me, end, opts, log, captured)
         end.channels.started(me, sched)
         sched.run()
@@ -71,14 +81,19 @@ def worker_main(
         return 0
     except Aborted:
         captured.spill()
-        write_records(opts, me, digest, timeline, _tape(sched))
+        _write_left(opts, me, digest, timeline, _tape(sched), log)
         return 0
     except BaseException as exc:
-        _send_or_spill(sched, captured)
-        status = report_failure(end.ctl, end.bells, me, _status(exc, sched, me, smap, log))
-        write_records(opts, me, digest, timeline, _tape(sched))  # what it computed before
+        status = 1
+        try:
+            _send_or_spill(sched, captured)
+            status = _status(exc, sched, me, smap, log) if _first_failure() else exit_status(exc)
+        finally:  # the supervisor hears of the failure, whatever reporting it did
+            report_failure(end.ctl, end.bells, me, status)
+        _write_left(opts, me, digest, timeline, _tape(sched), log)  # what it computed before
         return status
     finally:
+        run_ended(sched)
         end.channels.close()
 
 
@@ -133,8 +148,11 @@ def _status(
     if isinstance(exc, KeyboardInterrupt):  # raised by the program: workers ignore SIGINT
         log.info("---- Interrupted (KeyboardInterrupt); stopping.")
         return 130
-    if isinstance(exc, (SharedMemoryFull, SnapshotError, ReplayError)):
+    if isinstance(exc, SharedMemoryFull):
         log.error(f"worker {me}: {exc}")
+        return 1
+    if isinstance(exc, (SnapshotError, ReplayError, RecordError)):
+        _say_once(exc, log)
         return 1
     if is_output_failure(exc) and isinstance(exc, OSError):
         return output_failed(exc)
@@ -147,6 +165,31 @@ def _status(
     if r is None:
         return report(exc, f"worker {me}", smap, log=log)
     return report(exc, r.describe(), smap, fallback=(r.file, r.line), log=log)
+
+
+def _write_left(
+    opts: Any,
+    me: int,
+    digest: Digest | None,
+    timeline: Timeline | None,
+    tape: Any,
+    log: Log,
+) -> None:
+    """After the run stopped or failed: write worker ``me``'s records (those not written
+    yet); one that cannot be written is said (once), the run having ended anyway."""
+    try:
+        write_records(opts, me, digest, timeline, tape)
+    except (RecordError, ReplayError) as e:
+        _say_once(e, log)
+
+
+def _say_once(exc: BaseException, log: Log) -> None:
+    """Say ``exc`` (a snapshot, recording or record that failed) unless another worker of
+    the run said the same (workers that cannot write their parts of one file, on a full
+    disk, fail alike)."""
+    if say_once(CTX.run_id, str(exc)):
+        for line in str(exc).splitlines():
+            log.error(line)
 
 
 def _read_only_write(exc: BaseException) -> bool:
@@ -230,6 +273,16 @@ def _send_or_spill(sched: WorkerScheduler | None, captured: Captured) -> None:
     except Exception:
         pass
     captured.spill()
+
+
+def _first_failure() -> bool:
+    """Whether this worker's failure is the first of the run, which it then reports: the
+    run ends on it, as on one worker, which stops at its first failure. A failure on
+    another worker after it (its consequence, or a reaction that failed at the same tag) is
+    not told. Claimed, atomically, by a marker file of the run in the temporary folder
+    (:func:`reactors.errors.say_once`; one per host: workers on other hosts of a cluster
+    claim their own)."""
+    return say_once(CTX.run_id, "a failure of the run")
 
 
 def report_failure(ctl: Control, bells: Sequence[Bell], me: int, status: int) -> int:

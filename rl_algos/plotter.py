@@ -9,7 +9,8 @@ waits for requests on its standard input, one JSON line each, answering ``ok`` o
 waits for the answer, so the file is complete on disk when the run ends, as if drawn in
 process; where there is no helper (not started, failed, or too slow to answer), the curve is
 drawn in this process instead. The helper ends when its standard input closes (the run's
-process exits: :func:`stop` at exit, or the kernel closing the pipe) or when its parent dies.
+process exits: :func:`stop` at exit, or the kernel closing the pipe) or when its parent dies;
+a Ctrl-C to the process group leaves it to the run (it ignores SIGINT and SIGHUP).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import gc
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -191,7 +193,11 @@ def _end_with(parent: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The helper: ``python -m rl_algos.plotter PARENT_PID``. Imports pyplot, then draws each
-    request read from standard input until it closes."""
+    request read from standard input until it closes. It ignores SIGINT and SIGHUP: a
+    Ctrl-C or a hang-up of the terminal reaches the whole process group, and the run it
+    belongs to stops on them, draws its last curve and then ends the helper."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     threading.Thread(target=_end_with, args=(int(args[0]),), daemon=True).start()
     plt = pyplot()

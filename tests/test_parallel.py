@@ -370,8 +370,8 @@ def test_digest_encoding_and_merge(tmp_path):
     assert trace.encode({"x": 1}) == trace.encode({"x": 1})
     assert b"unpicklable" in trace.encode(lambda: 0)
     parts = [tmp_path / "d.w0", tmp_path / "d.w1"]
-    parts[0].write_text("5 0 B.out h1\n0 1 A.out h2\n")
-    parts[1].write_text("0 1 A.in h3\n")
+    parts[0].write_text("5 0 B.out h1\n0 1 A.out h2\n" + trace.WHOLE)
+    parts[1].write_text("0 1 A.in h3\n" + trace.WHOLE)
     trace.merge([str(p) for p in parts] + [str(tmp_path / "d.w2")], str(tmp_path / "d"))
     assert (tmp_path / "d").read_text() == "0 1 A.in h3\n0 1 A.out h2\n5 0 B.out h1\n"
     assert not any(p.exists() for p in parts)

@@ -173,7 +173,7 @@ def test_events_after_timeout_are_discarded(capsys):
     assert LOG == [((MSEC(5), 0), "in", True)]
 
 
-def test_events_left_at_stop_are_reported(capsys):
+def test_events_left_at_stop_are_discarded_without_a_word(capsys):
     class R(ReactorBase):
         def reaction_function_0(self, a):
             a.schedule(MSEC(50), "late")
@@ -184,7 +184,7 @@ def test_events_left_at_stop_are_reported(capsys):
 
     assert one_reactor(R, [act("a")]).run() == 0
     assert LOG == []
-    assert "1 future action event" in capsys.readouterr().err
+    assert "future action event" not in capsys.readouterr().err  # as on several workers
 
 
 class DelayReactor(ReactorBase):

@@ -53,16 +53,12 @@ def _wait(p: subprocess.Popen, timeout: float = 30) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_closed_stdout_gives_one_message_and_cleans_up(chatter, workers):
+def test_closed_stdout_ends_the_run_quietly_and_cleans_up(chatter, workers):
     p = _start(chatter, "-w", workers)
     assert p.stdout.readline() and p.stdout.readline()
     p.stdout.close()  # as `| head -2` does
     code, err = _wait(p)
-    assert code == 1, err
-    assert "internal error" not in err and "Exception ignored" not in err, err
-    if workers == "2":
-        assert err.count("cannot write the program's output: Broken pipe") == 1, err
-        assert "Traceback" not in err, err
+    assert code == 1 and err == "", err  # as Python's documentation advises on SIGPIPE
     assert not _segments(p.pid)
 
 

@@ -76,7 +76,7 @@ def test_exception_reports_lf_lines_and_stops(failing):
     assert r.stdout.split("\n").count("tick") == 1 and "shutdown ran" not in r.stdout
     err = r.stderr
     assert f"reaction 1 of Failing failed at {FAILING_LF}:12" in err
-    assert f'File "{FAILING_LF}", line 18, in reaction_function_0' in err
+    assert f'File "{FAILING_LF}", line 18, in reaction 1' in err  # numbered as the header
     assert "print(self.divide(1))" in err and "return x / self.n" in err
     assert "ZeroDivisionError: division by zero" in err
     assert "reactors" + os.sep not in err and "Failing.py" not in err  # no runtime frames
