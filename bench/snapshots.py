@@ -82,7 +82,7 @@ def measure(name: str, args: tuple[str, ...], out: Path) -> dict[str, Any]:
 def child(module_path: str, args: list[str]) -> dict[str, Any]:
     """In the child process: run the generated module at ``module_path`` with ``args``,
     timing each tag that took a snapshot. Returns the figures of :func:`measure`."""
-    from reactors import checkpoint, launch, snapshot_file
+    from reactors import checkpoint, launch
 
     times: list[float] = []
     written: list[str] = []
@@ -97,10 +97,7 @@ def child(module_path: str, args: list[str]) -> dict[str, Any]:
 
         def _write(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
             super()._write(manifest, blobs)
-            policy = self._policy()
-            written.append(
-                snapshot_file.snapshot_path(policy.directory, self.name, manifest["tags"])
-            )
+            written.append(self.path(manifest["tags"]))
 
     checkpoint.Checkpointer = Timed  # type: ignore[misc]  # what attach() builds
     folder, file = os.path.split(os.path.abspath(module_path))

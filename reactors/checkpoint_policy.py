@@ -1,22 +1,30 @@
-"""When and where a program's snapshots are taken: the policy of the command line
+"""When and where a run's snapshots are taken: the policy of the command line
 (``--checkpoint-every``, ``--checkpoint-every-tags``, ``--checkpoint-dir``,
-``--checkpoint-keep``) or, when it asks for none, the program's own.
+``--checkpoint-keep``), the program's own, and the one a resumed run keeps.
 
 **The program's own policy.** A main reactor that defines the method
 ``lf_checkpoint_policy(self)`` (:data:`PROGRAM_POLICY`, e.g. in a preamble inside the main
 reactor) gives the policy of a run whose command line asks for no checkpoints: it returns a
-:class:`Policy` (its ``timeout`` is ignored) or None for none. It is called once the run has
-begun, after the first tag, in every worker (on the main reactor's shell where the worker does
-not run it), so it may read the main reactor's parameters, ``lf.time.start()`` and
-``lf.run_id()`` (e.g. to name a directory inside the run's own folder), but it must give every
-worker the same answer. A snapshot's manifest keeps that policy (:func:`kept_policy`): a run
-resumed from it follows it again, into the snapshot's own directory, without asking the method
-(which could name another folder). The snapshots themselves: :mod:`reactors.checkpoint`.
+:class:`Policy` (its ``timeout`` is ignored) or None for none; a Policy that takes no
+snapshots may still name the directory. It is called once the run has begun, after the first
+tag, in every worker (on the main reactor's shell where the worker does not run it), so it
+may read the main reactor's parameters, ``lf.time.start()`` and ``lf.run_id()`` (e.g. to
+name a directory inside the run's own folder), but it must give every worker the same answer.
+
+**Which wins** (:meth:`PolicySources.resolve`). When to snapshot and how many to keep: the
+command line's if it asks for snapshots, else, in a resumed run, the policy its snapshot's
+manifest keeps (:func:`kept_policy`: a resumed run goes on as the run it continues did), else
+the program's own. Where: ``--checkpoint-dir`` if given, else, in a resumed run, the
+directory of the snapshot it resumes from, else the program's own directory (an RL program's
+``checkpoints/`` in its run directory, also for ``--checkpoint-every...`` given on its
+command line), else ``checkpoints/`` in the current directory. The snapshots themselves:
+:mod:`reactors.checkpoint`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,63 +57,86 @@ class Policy:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProgramPolicy:
-    """The program's own policy, resolved once the run has begun (see the module's
-    docstring): ``ask`` is the main reactor's bound :data:`PROGRAM_POLICY` method;
-    ``timeout`` the run's (ns or None); ``kept``, in a resumed run whose snapshot was taken by
-    the program's policy, that policy (``every_ns``, ``every_tags``, ``keep``) and the
-    snapshot's directory, followed instead of asking the method again."""
+class PolicySources:
+    """Where the policy of a run comes from, resolved once the run has begun (see the
+    module's docstring): ``given``, the command line's (its timing inactive when it asks for
+    none) and ``given_directory``, whether it named the directory; ``ask``, the main
+    reactor's bound :data:`PROGRAM_POLICY` method, or None; ``kept``, in a resumed run, the
+    policy its snapshot's manifest keeps (None in a snapshot older than that) and the
+    snapshot's directory."""
 
-    ask: Callable[[], Policy | None]
-    timeout: int | None = None
-    kept: tuple[dict[str, Any], str] | None = None
+    given: Policy
+    given_directory: bool = False
+    ask: Callable[[], Policy | None] | None = None
+    kept: tuple[dict[str, Any] | None, str] | None = None
 
     def resolve(self) -> Policy | None:
         """The policy to follow (None: no snapshots), its directory made.
 
         Raises:
-            SnapshotError: the method returned something else than a Policy or None, or the
-                directory cannot be made.
+            SnapshotError: the program's method returned something else than a Policy or
+                None, or the directory cannot be made.
         """
-        if self.kept is not None:
-            saved, directory = self.kept
-            policy: Policy | None = Policy(**saved, directory=directory)
-        else:
-            policy = self.ask()
-        if policy is None or (isinstance(policy, Policy) and not policy.active):
+        timing = self._timing()
+        if timing is None or not timing.active:
             return None
-        if not isinstance(policy, Policy):
-            raise SnapshotError(
-                f"the main reactor's {PROGRAM_POLICY}() returned {type(policy).__name__}, "
-                "not a reactors.checkpoint_policy.Policy or None"
-            )
+        policy = dataclasses.replace(
+            timing, directory=self._directory(), timeout=self.given.timeout
+        )
         try:
             os.makedirs(policy.directory, exist_ok=True)
         except OSError as e:
             raise SnapshotError(
                 f"cannot make the checkpoint directory {policy.directory}: {e}"
             ) from None
-        return dataclasses.replace(policy, timeout=self.timeout)
+        return policy
+
+    def _timing(self) -> Policy | None:
+        if self.given.active:
+            return self.given
+        if self.kept is not None and self.kept[0]:
+            return Policy(**self.kept[0])
+        return self._asked
+
+    def _directory(self) -> str:
+        if self.given_directory:
+            return self.given.directory
+        if self.kept is not None:
+            return self.kept[1]
+        asked = self._asked
+        return asked.directory if asked is not None else self.given.directory
+
+    @functools.cached_property
+    def _asked(self) -> Policy | None:
+        """The program's own policy (its method called once), or None."""
+        if self.ask is None:
+            return None
+        policy = self.ask()
+        if policy is not None and not isinstance(policy, Policy):
+            raise SnapshotError(
+                f"the main reactor's {PROGRAM_POLICY}() returned {type(policy).__name__}, "
+                "not a reactors.checkpoint_policy.Policy or None"
+            )
+        return policy
 
 
-def program_policy(
-    program: Assembly, timeout: int | None, resumed: tuple[dict[str, Any], str] | None
-) -> ProgramPolicy | None:
-    """The program's own policy if its main reactor defines :data:`PROGRAM_POLICY` (None if
-    not); ``resumed``: the manifest and the path of the snapshot the run continues from, if
-    any."""
+def policy_sources(
+    program: Assembly, opts: Any, resumed: tuple[dict[str, Any], str] | None
+) -> PolicySources | None:
+    """Where the policy of a run of ``program`` with the launcher's options ``opts`` comes
+    from (None when nothing could ask for snapshots); ``resumed``: the manifest and the path
+    of the snapshot the run continues from, if any."""
     main = next((i.obj for i in program.instances if i.parent is None), None)
     ask = getattr(main, PROGRAM_POLICY, None)
-    if ask is None:
+    kept = None if resumed is None else (resumed[0].get("policy"), os.path.dirname(resumed[1]))
+    given = policy_of(opts)
+    if not given.active and ask is None and (kept is None or not kept[0]):
         return None
-    kept = None
-    if resumed is not None and resumed[0].get("policy"):
-        kept = (resumed[0]["policy"], os.path.dirname(resumed[1]))
-    return ProgramPolicy(ask, timeout, kept)
+    return PolicySources(given, bool(getattr(opts, "checkpoint_dir_given", False)), ask, kept)
 
 
 def kept_policy(policy: Policy) -> dict[str, Any]:
-    """What a manifest keeps of the program's own policy (see :class:`ProgramPolicy`)."""
+    """What a manifest keeps of a run's policy, for the run that resumes from it."""
     return {"every_ns": policy.every_ns, "every_tags": policy.every_tags, "keep": policy.keep}
 
 

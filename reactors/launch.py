@@ -14,7 +14,7 @@ import dataclasses
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .arguments import beneath
 from .build import build
-from .checkpoint import attach, with_arguments
+from .checkpoint import attach, claim, run_ended, with_arguments
 from .checkpoint_policy import policy_of
 from .clock import Clock
 from .context import CTX
@@ -31,6 +31,7 @@ from .errors import (
     BuildFailure,
     GraphError,
     LaunchError,
+    RecordError,
     Signalled,
     SourceMap,
     StopSignals,
@@ -39,14 +40,16 @@ from .errors import (
     restore_signals,
 )
 from .log import Log
-from .options import Options, parse_options, program_args, usage
+from .options import Options, command_line_error, parse_options, program_args, usage
+from .output_failure import is_output_failure, output_failed
+from .owner import reclaim
 from .program import Program
 from .recording import ReplayError, load, manifest
 from .replay import Tape, tape_for
 from .scheduler import Scheduler
 from .snapshot import SnapshotError
-from .snapshot_file import usable
 from .target import DEFAULTS
+from .userkey import key_problem
 
 if TYPE_CHECKING:
     from .costs import Calibrator
@@ -88,18 +91,29 @@ def load_program(module: ModuleType, graph_path: str) -> Program:
     return program
 
 
-def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> int:
-    """Like :func:`main` with an already loaded program (absolute paths) and option list."""
+def read_command_line(module: ModuleType, graph: Program, args: Sequence[str]) -> Options | int:
+    """The options ``args`` of the program ``graph`` (its generated module ``module``), or
+    the exit status once they are answered: 0 after ``--help`` printed the usage, 1 after a
+    command-line error printed its line and the pointer to ``--help``. Needs nothing of the
+    module but its path, so the launcher answers before the module's imports (torch)."""
     try:
-        target = graph.target
-        opts = parse_options(list(args), target, graph.main_parameters)
-        log = Log(target.logging or DEFAULTS.logging)
+        opts = parse_options(list(args), graph.target, graph.main_parameters)
     except (LaunchError, ValueError) as e:
-        sys.stderr.write(f"ERROR: {e}\n{usage(graph)}\n")
+        sys.stderr.write(command_line_error(graph, getattr(module, "__file__", None), e))
         return 1
     if opts.help:
         print(usage(graph))
         return 0
+    return opts
+
+
+def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> int:
+    """Like :func:`main` with an already loaded program (absolute paths) and option list."""
+    opts = read_command_line(module, graph, args)
+    if isinstance(opts, int):
+        return opts
+    target = graph.target
+    log = Log(target.logging or DEFAULTS.logging)
     if opts.arguments:
         graph = dataclasses.replace(graph, arguments=opts.arguments)
     CTX.log = log
@@ -113,14 +127,17 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
         if problem:
             log.error(f"{what}: cannot write {path}: {problem}")
             return 1
-    problem = _replay_unusable(graph, opts, log) or _snapshots_unusable(graph, opts)
+    problem = _replay_unusable(graph, opts, log) or _snapshots_unusable(graph, opts, log)
     if problem:
         log.error(problem)
         return 1
     if opts.replay and opts.arguments:  # with the recorded run's parameters
         graph = dataclasses.replace(graph, arguments=opts.arguments)
     if opts.resume:  # with the parameters of the run it continues
-        graph = with_arguments(graph, opts.resume)
+        graph = with_arguments(graph, opts.resume, opts.trust)
+    reclaimed = reclaim()  # what runs killed with their process group left in /dev/shm
+    if reclaimed:
+        log.log(f"---- Reclaimed {reclaimed} shared-memory segment(s) of ended runs.")
     workers = opts.workers
     if opts.cluster and graph.federated:  # one worker per federate, each its own actor
         from . import parallel
@@ -149,16 +166,20 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     return _run(module, graph, opts, log)
 
 
-def _snapshots_unusable(graph: Program, opts: Options) -> str | None:
+def _snapshots_unusable(graph: Program, opts: Options, log: Log) -> str | None:
     """Why the run cannot take or resume snapshots as asked (checked at start-up, before
-    building), or None. Makes the checkpoint directory; ``opts.resume`` becomes the file."""
+    building), or None. Makes the checkpoint directory given; ``opts.resume`` becomes the
+    file, whose run this process then writes (:func:`reactors.checkpoint.claim`: its lock
+    taken, its run id this run's)."""
     if opts.resume:
         try:
-            opts.resume = usable(opts.resume, graph)
+            opts.resume, run_id = claim(opts.resume, graph, log, opts.trust)
         except SnapshotError as e:
             return str(e)
-    if not policy_of(opts).active:
-        return None
+        if run_id:  # the run it continues
+            opts.run_id = CTX.run_id = run_id
+    if not policy_of(opts).active or not opts.checkpoint_dir_given:
+        return None  # else the program's own directory may win (reactors.checkpoint_policy)
     try:
         os.makedirs(opts.checkpoint_dir, exist_ok=True)
     except OSError as e:
@@ -178,15 +199,21 @@ def _replay_unusable(graph: Program, opts: Options, log: Log) -> str | None:
         return "--record and --replay cannot be used together"
     if opts.record_every_tag and not opts.record:
         return "--record-every-tag goes with --record <file>"
+    if opts.trust and not (opts.resume or opts.replay):
+        return "--trust goes with --resume or --replay (the file it trusts)"
     if opts.resume and (opts.record or opts.replay):
         return "--resume cannot be used with --record or --replay (a recording starts at the start tag)"
+    if opts.record or opts.replay or opts.resume or policy_of(opts).active:
+        problem = key_problem()  # the key that authenticates their files
+        if problem:
+            return problem
     if opts.record:
         problem = unwritable(opts.record)
         return f"--record: cannot write {opts.record}: {problem}" if problem else None
     if not opts.replay:
         return None
     try:
-        rec = load(opts.replay)
+        rec = load(opts.replay, opts.trust, log.warn)
     except (OSError, ReplayError) as e:
         return str(e)
     recorded = rec.manifest.get("program")
@@ -276,23 +303,27 @@ def _run(module: ModuleType, graph: Program, opts: Options, log: Log) -> int:
                 sched.run()
             finished = True
         finally:  # on every exit: a failed or stopped run keeps the tags it completed
+            run_ended(sched)
             _write_records(records, opts, finished)
         if calibrator is not None:
             _save_profile(calibrator, opts, log)
     except KeyboardInterrupt:
-        if stop.status is None:
-            log.info("---- Interrupted (Ctrl-C); stopping.")
+        if stop.status is None:  # raised by a reaction, or a Ctrl-C before the run began
+            how = "KeyboardInterrupt" if sched.failed is not None else "Ctrl-C"
+            log.info(f"---- Interrupted ({how}); stopping.")  # as a worker says it
         return stop.status or STATUS_INTERRUPTED
     except Signalled as s:
         if stop.status is None:
             log.info(f"---- {s.message}; stopping.")
         return stop.status or s.status
-    except (SnapshotError, ReplayError) as e:
-        log.error(str(e))
+    except (SnapshotError, ReplayError, RecordError) as e:
+        _say(e, log)
         return 1
     except BaseException as exc:
         if stop.status is not None and isinstance(exc, SystemExit):
             return stop.status  # exit() while stopping on a signal: the signal's status
+        if is_output_failure(exc) and isinstance(exc, OSError):  # | head, as on workers
+            return output_failed(exc)
         r = sched.failed
         if r is None:
             return report(exc, "the program", program.source_map, log=log)
@@ -367,26 +398,46 @@ def _recorders(sched: Scheduler, graph: Program, opts: Options) -> _Records:
 
 
 def _write_records(records: _Records, opts: Options, finished: bool) -> None:
-    """Write the digest, the timing trace and the recording; the digest and the recording
-    hold the last tag only when the run ``finished`` (a failed or stopped run left it part
-    way). A replay checks that last tag.
+    """Write the digest, the timing trace and the recording, each whatever happens to the
+    others; the digest and the recording hold the last tag only when the run ``finished`` (a
+    failed or stopped run left it part way). A replay checks that last tag.
 
     Raises:
-        ReplayError: the replay's last tag departs from the recording.
+        ReplayError: the replay's last tag departs from the recording, or the recording
+            cannot be written.
+        RecordError: the digest or the timing trace cannot be written (one line each).
     """
-    from .trace import merge, write_timeline
+    from .records import write_all
+    from .trace import write_timeline
 
     present, digest, tape = records.present, records.digest, records.tape
+    steps: list[Callable[[], None]] = []
     if digest is not None and opts.digest:
         if finished and present is not None:
             present.final(digest._add)
-        digest.write(opts.digest + ".w0")
-        merge([opts.digest + ".w0"], opts.digest)
+        steps.append(partial(digest.write_sorted, opts.digest))
     if records.timeline is not None and opts.trace_file:
-        write_timeline(records.timeline.json_events(), opts.trace_file)
+        steps.append(partial(write_timeline, records.timeline.json_events(), opts.trace_file))
     if tape is not None:
-        final = None
-        if finished and present is not None:
-            present.final(tape.tag_end)
-            final = tape.elapsed()
-        tape.close(final)
+        steps.append(partial(_close_tape, tape, present, finished))
+    write_all(steps)
+
+
+def _close_tape(tape: Tape, present: _Recording | None, finished: bool) -> None:
+    """Close the recording or replay ``tape``, with the last tag if the run ``finished``."""
+    final = None
+    if finished and present is not None:
+        present.final(tape.tag_end)
+        final = tape.elapsed()
+    tape.close(final)
+
+
+def _say(e: BaseException, log: Log) -> None:
+    """Say ``e`` (a snapshot, recording or record that failed), one line per line, after the
+    error of the same kinds during which it was raised, if any (a run whose snapshot could
+    not be written, whose digest then could not be written either)."""
+    context = e.__context__
+    if isinstance(context, (SnapshotError, ReplayError, RecordError)) and context is not e:
+        _say(context, log)
+    for line in str(e).splitlines():
+        log.error(line)

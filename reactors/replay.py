@@ -37,7 +37,6 @@ The file, written in chunks as the run goes, is described in :mod:`reactors.reco
 
 from __future__ import annotations
 
-import json
 import pickle
 import sys
 import threading
@@ -56,7 +55,16 @@ from .context import CTX
 from .engine import TagPair, Timing
 from .port import CHANNELS, Port
 from .reaction import Reaction
-from .recording import CHUNK, FLUSH_S, LENGTH, MAGIC, Recording, ReplayError, load, manifest
+from .recording import (
+    CHUNK,
+    FLUSH_S,
+    Recording,
+    ReplayError,
+    Writer,
+    load,
+    manifest,
+    part_file,
+)
 
 if TYPE_CHECKING:
     from .program import Program
@@ -200,15 +208,21 @@ class _TapeClock(Clock):
 
 
 class Recorder(Tape):
-    """Records into ``path`` (a part file on several workers); ``manifest`` heads it.
-    ``every_tag``: check every tag, not only as many as :data:`CHECK_BUDGET` allows.
+    """Records into ``path`` (a part file on several workers, of the recording ``name``, the
+    file the user named); ``manifest`` heads it. ``every_tag``: check every tag, not only as
+    many as :data:`CHECK_BUDGET` allows.
 
     Raises:
-        ReplayError: ``path`` cannot be written.
+        ReplayError: ``path`` cannot be written (the message names ``name``).
     """
 
     def __init__(
-        self, path: str, head: dict, watch: Iterable[str] | None = None, every_tag: bool = False
+        self,
+        path: str,
+        head: dict,
+        watch: Iterable[str] | None = None,
+        every_tag: bool = False,
+        name: str | None = None,
     ):
         super().__init__(watch)
         self.path = path
@@ -221,17 +235,17 @@ class Recorder(Tape):
         self.m = 0
         self.keys: list = []  # the keys of the latest tag, and as a tuple
         self.key: tuple = ()
-        try:
-            self.file = open(path, "wb")  # noqa: SIM115 -- open for the whole run, closed in close()
-        except OSError as e:
-            raise ReplayError(f"--record: cannot write {path}: {e}") from None
+        self.file = Writer(path, name or path)  # open for the whole run, closed in close()
 
     def begin(self, sched: Scheduler) -> None:
         """At the start tag: write the manifest, with the start time, and the ports this
-        recorder checks."""
+        recorder checks.
+
+        Raises:
+            ReplayError: it cannot be written.
+        """
         super().begin(sched)
-        head = dict(self.head, start_time=sched.start_time)
-        self.file.write(MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n")
+        self.file.head(dict(self.head, start_time=sched.start_time))
         self._add(("w", None if self.watch is None else tuple(sorted(self.watch))))
         self.since = perf_counter()
 
@@ -283,23 +297,34 @@ class Recorder(Tape):
             self.flush()
 
     def flush(self) -> None:
-        """Write the buffered records as one chunk, ending with the latest tag ended."""
-        if self.buf and not self.file.closed:
+        """Write the buffered records as one chunk, ending with the latest tag ended.
+
+        Raises:
+            ReplayError: it cannot be written (the file ends at its last whole chunk, and
+                nothing more is written).
+        """
+        if self.buf and not self.file.broken:
             if self.t is not None:
                 self.buf.append(("t", self.t, self.m))
             data = pickle.dumps(self.buf, protocol=5)
-            self.file.write(LENGTH.pack(len(data)) + data)
-            self.file.flush()
             self.buf = []
+            self.file.chunk(data)
         self.flushed = perf_counter()
 
     def close(self, final: TagPair | None) -> None:
-        if self.file.closed:
+        """Write the last chunk (with the final tag if the run finished) and close the file.
+
+        Raises:
+            ReplayError: it cannot be written.
+        """
+        if self.file.fd < 0:
             return
         if final is not None:
             self.buf.append(("end", final[0], final[1]))
-        self.flush()
-        self.file.close()
+        try:
+            self.flush()
+        finally:
+            self.file.close()
 
 
 class Replayer(Tape):
@@ -447,12 +472,12 @@ def tape_for(
     names = [p._name for p in ports if reactor_of(p._name) not in added]
     tape: Tape
     if opts.record:
-        path = opts.record if workers == 1 else f"{opts.record}.w{me}"
+        path = opts.record if workers == 1 else part_file(opts.record, opts.run_id, me)
         head = manifest(graph, workers)
         head["arguments"] = to_pairs(opts.arguments)
-        tape = Recorder(path, head, names, every_tag=opts.record_every_tag)
+        tape = Recorder(path, head, names, every_tag=opts.record_every_tag, name=opts.record)
     elif opts.replay:
-        tape = Replayer(load(opts.replay), names, place_end=me == 0)
+        tape = Replayer(load(opts.replay, opts.trust), names, place_end=me == 0)
         sched.engine.timing = replay_timing(sched.engine.timing, opts)
     else:
         return None

@@ -10,6 +10,10 @@ port); two runs computed the same values iff the files are equal. Files hold hex
 only: nothing is ever unpickled from them. The file is written however the run ends; a run
 that fails or is stopped records every tag before the one in progress, which it left at a
 point that depends on the worker count (so a failing run's digest compares across workers too).
+A digest that cannot be written whole (a full disk) is cut back to its last whole line and
+the run fails (:class:`reactors.errors.RecordError`). On several workers each writes its part,
+ending with the line :data:`WHOLE`; a part without it was cut short, and the merged file then
+holds only the tags before the last one that part shows (all of them complete).
 
 **Timing trace** (target property ``tracing: true``). Each worker records the start and end
 of every reaction; the run writes ``<Name>.trace.json`` in the Chrome/Perfetto "traceEvents"
@@ -18,6 +22,7 @@ format (one process row per worker) into the current directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,6 +34,7 @@ from time import perf_counter_ns
 from typing import Any, Protocol
 
 from .engine import TagPair
+from .errors import RecordError, cannot_write
 from .port import CHANNELS, Port
 from .reaction import Entry
 from .scheduler import Scheduler
@@ -77,6 +83,7 @@ class Digest:
     def __init__(self, watch: Iterable[Port] | None = None):
         self.watch = None if watch is None else {id(p) for p in watch}
         self.lines: list[tuple[int, int, str, str]] = []  # (elapsed ns, microstep, port, hash)
+        self.written = False  # written (or tried: once is enough)
 
     def record(self, sched: Scheduler, present: list[Any] | None = None) -> None:
         """Hash the ports present at the scheduler's current tag (or in ``present``)."""
@@ -93,32 +100,102 @@ class Digest:
                 h = hashlib.sha256(encode(obj._v)).hexdigest()
                 self.lines.append((t, m, obj._name, h))
 
-    def write(self, path: str) -> None:
-        """Write the lines (unsorted) to ``path``; :func:`merge` sorts and combines."""
-        with open(path, "w", encoding="utf-8") as f:
-            for t, m, name, h in self.lines:
-                f.write(f"{t} {m} {name} {h}\n")
+    def write(self, path: str, name: str) -> None:
+        """Write the lines, in tag order, to the part file ``path`` of the digest ``name``
+        (the file the user named), then :data:`WHOLE`; :func:`merge` sorts and combines.
+
+        Raises:
+            RecordError: it cannot be written whole (it is cut back to its last whole line;
+                the message names ``name``).
+        """
+        self.written = True
+        _write_lines(path, name, self.lines, WHOLE)
+
+    def write_sorted(self, path: str) -> None:
+        """Write the lines, sorted by (tag, port), to the digest ``path`` (one worker).
+
+        Raises:
+            RecordError: it cannot be written whole (it is cut back to its last whole line).
+        """
+        self.written = True
+        _write_lines(path, path, sorted(self.lines))
+
+
+#: The last line of a worker's digest part written whole.
+WHOLE = "whole\n"
+
+Row = tuple[int, int, str, str]
 
 
 def merge(parts: Iterable[str], path: str, before: TagPair | None = None) -> None:
     """Combine digest files ``parts`` into ``path``, sorted by (tag, port); removes them.
     ``before``: keep only the lines of tags (elapsed ns, microstep) before it (a run cut
-    short at that tag); None keeps every line."""
-    rows: list[tuple[int, int, str, str]] = []
+    short at that tag); None keeps every line. A part cut short (without :data:`WHOLE`) keeps
+    the lines of the tags before its last line's, of every part.
+
+    Raises:
+        RecordError: ``path`` cannot be written whole (it is cut back to its last whole line).
+    """
+    rows: list[Row] = []
     for p in parts:
         if not os.path.exists(p):  # a worker that wrote nothing (it was stopped)
             continue
         with open(p, encoding="utf-8") as f:
-            for line in f:
-                ts, ms, name, h = line.split()
-                rows.append((int(ts), int(ms), name, h))
+            lines = f.readlines()
         os.unlink(p)
+        whole = bool(lines) and lines[-1] == WHOLE
+        mine = _rows(lines[:-1] if whole else lines)
+        if not whole:  # its last tag may lack lines, and the tags after it do
+            last = (mine[-1][0], mine[-1][1]) if mine else (-1, 0)
+            before = last if before is None else min(before, last)
+        rows += mine
     if before is not None:
         rows = [r for r in rows if (r[0], r[1]) < before]
     rows.sort()
-    with open(path, "w", encoding="utf-8") as f:
-        for t, m, name, h in rows:
-            f.write(f"{t} {m} {name} {h}\n")
+    _write_lines(path, path, rows)
+
+
+def _rows(lines: list[str]) -> list[Row]:
+    """The rows of digest lines, up to the first that is not whole."""
+    rows = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) != 4 or not line.endswith("\n"):
+            break
+        rows.append((int(fields[0]), int(fields[1]), fields[2], fields[3]))
+    return rows
+
+
+def _write_lines(path: str, name: str, rows: Iterable[Row], end: str = "") -> None:
+    """Write digest lines ``rows`` and ``end`` to ``path`` (of the digest ``name``).
+
+    Raises:
+        RecordError: see :meth:`Digest.write`.
+    """
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(f"{t} {m} {port} {h}\n" for t, m, port, h in rows)
+            f.write(end)
+    except OSError as e:
+        _cut_to_line(path)
+        raise RecordError(f"--digest: {cannot_write(name, e)}") from None
+
+
+def _cut_to_line(path: str) -> None:
+    """Cut the regular file ``path`` back to its last whole line (nothing if it is none)."""
+    with contextlib.suppress(OSError), open(path, "rb+") as f:
+        if not os.path.isfile(path):
+            return
+        end = f.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - 4096)
+            f.seek(start)
+            at = f.read(end - start).rfind(b"\n")
+            if at >= 0:
+                f.truncate(start + at + 1)
+                return
+            end = start
+        f.truncate(0)
 
 
 #: A per-tag hook of the one-worker loop: ``hook(elapsed ns, microstep, present)``.
@@ -186,6 +263,7 @@ class Timeline:
     def __init__(self, pid: int):
         self.pid = pid
         self.events: list[tuple[str, int, int]] = []  # (reaction, start ns, end ns)
+        self.written = False  # written (or tried: once is enough)
 
     def wrap(self, sched: Scheduler) -> None:
         """Time every reaction of ``sched`` (wraps its dispatch table)."""
@@ -209,6 +287,15 @@ class Timeline:
 
         return timed
 
+    def write(self, path: str, name: str) -> None:
+        """Write the events to ``path``, a part of the trace ``name`` (once).
+
+        Raises:
+            RecordError: see :func:`write_timeline`.
+        """
+        self.written = True
+        write_timeline(self.json_events(), path, name)
+
     def json_events(self) -> list[dict[str, Any]]:
         return [
             {"name": n, "ph": "X", "pid": self.pid, "tid": 0, "ts": a / 1000, "dur": (b - a) / 1000}
@@ -216,7 +303,19 @@ class Timeline:
         ]
 
 
-def write_timeline(events: list[dict[str, Any]], path: str) -> None:
-    """Write Chrome/Perfetto trace events to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+def write_timeline(events: Any, path: str, name: str | None = None) -> None:
+    """Write Chrome/Perfetto trace events to ``path`` (the events alone, a list, to a worker's
+    part of the trace ``name``).
+
+    Raises:
+        RecordError: it cannot be written (nothing of it is left, if it is a regular file).
+    """
+    whole = events if name is not None else {"traceEvents": events, "displayTimeUnit": "ms"}
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(whole, f)
+    except OSError as e:
+        if os.path.isfile(path):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise RecordError(f"the timing trace: {cannot_write(name or path, e)}") from None

@@ -5,19 +5,23 @@ The timestamp is the program's logical start time (``lf.time.start()``) and the 
 first characters of the run id (``lf.run_id()``), both of which every reactor of a run sees
 alike, so a logger and a learner find the same directory without exchanging it, while two
 runs never share one: the directory records the full run id in a ``.run_id`` file, and a
-directory already holding another run's id is an error. ``returns.csv`` holds only logical quantities (episode, environment steps, return,
-length, environment index): the same seed gives the same bytes. Wall-clock figures go to the
-terminal only.
+directory already holding another run's id is an error. ``returns.csv`` holds only logical
+quantities (episode, environment steps, return, length, environment index): the same seed
+gives the same bytes. Wall-clock figures go to the terminal only.
 
 A run's checkpoints go to ``checkpoints/`` inside its run directory
-(:func:`checkpoint_directory`). An :class:`EpisodeLog` saved in a checkpoint remembers how
-many bytes of ``returns.csv`` it had written; restored in a resumed run, it cuts the file
-back to them and goes on appending, so the file ends as the uninterrupted run's would.
+(:func:`checkpoint_directory`), with the lock the runtime holds while a process writes the
+run (``reactors.run_lock``: a second resume of the run is refused). A resumed run keeps its
+run id, so it finds its directory again, even when it starts later than the run it continues
+did. An :class:`EpisodeLog` saved in a checkpoint remembers how many bytes of ``returns.csv``
+it had written; restored in a resumed run, it cuts the file back to them and goes on
+appending, so the file ends as the uninterrupted run's would.
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import shutil
 import sys
@@ -42,7 +46,8 @@ CHECKPOINTS = "checkpoints"
 def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
     """``root/program/YYYYmmdd-HHMMSS-mmm-<run_id[:8]>`` (local time of ``start_ns``, ns
     since the epoch), created if missing; ``root`` is relative to the current directory
-    unless absolute. Every caller with the same ``run_id`` gets the same directory; a
+    unless absolute. Every caller with the same ``run_id`` gets the same directory (the one
+    the run made first, whatever ``start_ns`` is now: a resumed run keeps its run id); a
     different run never does.
 
     Raises FileExistsError when the directory belongs to another run (same short id), and
@@ -50,6 +55,9 @@ def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") 
     """
     if not run_id:
         raise ValueError("run_directory needs a run id (lf.run_id())")
+    found = _directory_of(os.path.join(root, program), run_id)
+    if found is not None:
+        return found
     secs, ns = divmod(int(start_ns), 1_000_000_000)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(secs)) + f"-{ns // 1_000_000:03d}"
     path = os.path.join(root, program, f"{stamp}-{run_id[:SHORT_ID]}")
@@ -63,10 +71,18 @@ def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") 
 
 def checkpoint_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
     """``<run directory>/checkpoints`` (see :func:`run_directory`, same arguments and errors),
-    created if missing."""
-    path = os.path.join(run_directory(program, start_ns, run_id, root), CHECKPOINTS)
-    os.makedirs(path, exist_ok=True)
-    return path
+    not made here: the runtime makes it when it takes a snapshot there."""
+    return os.path.join(run_directory(program, start_ns, run_id, root), CHECKPOINTS)
+
+
+def _directory_of(folder: str, run_id: str) -> str | None:
+    """The run directory in ``folder`` that run ``run_id`` made, whatever its start time (a
+    resumed run that waits for physical time starts later than the run it continues), or
+    None."""
+    for path in glob.glob(os.path.join(glob.escape(folder), f"*-{run_id[:SHORT_ID]}")):
+        if os.path.isdir(path) and _owner(path) == run_id:
+            return path
+    return None
 
 
 def _claim(path: str, run_id: str) -> None:

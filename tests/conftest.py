@@ -102,6 +102,15 @@ def lf_rl_eval(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def user_key_of_the_tests(tmp_path_factory) -> Path:
+    """The key that authenticates the snapshots and recordings of every program the tests
+    run (``LF_RL_KEY``, :mod:`reactors.userkey`): the session's own, never the user's."""
+    key = tmp_path_factory.mktemp("user-key") / "key"
+    os.environ["LF_RL_KEY"] = str(key)
+    return key
+
+
 @pytest.fixture
 def build_and_run(tmp_path):
     def go(lf_file: Path, *args: str, timeout: float = 60):

@@ -23,7 +23,7 @@ from conftest import ROOT, build, run_program
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reactors import snapshot_file
+from reactors import snapshot_file, snapshot_runs
 
 FIXTURES = ROOT / "tests" / "checkpoint_fixtures"
 ONE = ("-w", "1")
@@ -71,6 +71,13 @@ def tag_of(snapshot: Path) -> Tag:
         f.readline()
         manifest = json.loads(f.readline())
     return manifest["elapsed"], manifest["micro"]
+
+
+def run_of(ref: Reference, key: str) -> str:
+    """The run id in the manifest of the first snapshot of ``ref.snapshots[key]``."""
+    with open(ref.snapshots[key][0], "rb") as f:
+        f.readline()
+        return json.loads(f.readline())["run_id"]
 
 
 def digest_after(lines: list[str], tag: Tag) -> list[str]:
@@ -138,20 +145,27 @@ def test_resume_from_any_snapshot(resumable, data):
 
 def test_snapshot_times_and_manifest(resumable):
     by_tags = resumable.snapshots["by-tags-w1"]
-    counts = [int(p.name.split(".")[1]) for p in by_tags]
+    counts = [int(p.name.split(".")[-2]) for p in by_tags]
     assert counts == [11 * (i + 1) for i in range(len(counts))]
     by_time = [tag_of(p)[0] for p in resumable.snapshots["by-time-w2"]]
     period = 170_000_000
     assert [t // period for t in by_time] == list(range(1, len(by_time) + 1))
     with open(by_tags[0], "rb") as f:
-        assert f.readline() == b"LFSNAPSHOT 1\n"
+        assert f.readline() == snapshot_file.MAGIC
         manifest = json.loads(f.readline())
     assert manifest["program"] == "Resumable" and manifest["tags"] == 11
+    assert by_tags[0].name == f"Resumable.{manifest['run_id'][:8]}.000000000011.lfsnap"
+    assert manifest["policy"] == {"every_ns": None, "every_tags": 11, "keep": 1000}
+    for taken in ("by-tags-w1", "by-time-w2"):  # both reached their stop tag
+        folder, run = resumable.snapshots[taken][0].parent, run_of(resumable, taken)
+        assert snapshot_runs.finished(str(folder), "Resumable", run)["tag"] == [2_000_000_000, 0]
     assert "Resumable.modal" in manifest["reactors"] and manifest["versions"]["python"]
     assert not [n for n in os.listdir(by_tags[0].parent) if n.endswith((".part", ".tmp"))]
 
 
-def test_resume_a_directory_takes_its_newest(resumable, tmp_path):
+def test_a_finished_run_resumes_only_from_a_file_named(resumable, tmp_path):
+    """The directory of a run that finished has nothing to resume (one line, exit status 1);
+    its newest snapshot named as a file runs it again from there, as it ran."""
     folder = tmp_path / "few"
     r = run_program(
         resumable.launcher,
@@ -165,8 +179,11 @@ def test_resume_a_directory_takes_its_newest(resumable, tmp_path):
     assert r.returncode == 0, r.stderr
     kept = sorted(folder.glob("*.lfsnap"))
     assert len(kept) == 2
+    r = run_program(resumable.launcher, "--resume", str(folder))
+    assert r.returncode == 1 and not r.stdout and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "of Resumable finished" in r.stderr and f"--resume {kept[-1]}" in r.stderr
     tag = tag_of(kept[-1])
-    digest, stdout = digest_of(resumable.launcher, "--resume", str(folder))
+    digest, stdout = digest_of(resumable.launcher, "--resume", str(kept[-1]))
     assert digest == digest_after(resumable.digest, tag)
     assert stdout == stdout_after(resumable.stdout, tag)
 
@@ -301,3 +318,125 @@ def test_killed_run_resumes_from_its_last_snapshot(resumable, tmp_path_factory, 
     )
     assert digest == digest_after(ref_digest, tag)
     assert stdout == stdout_after(ref_stdout, tag)
+
+
+# --------------------------------------------------------------------------- the snapshots of a run
+
+COUNTER = FIXTURES / "Counter.lf"
+
+
+@pytest.fixture(scope="module")
+def counter(tmp_path_factory) -> Path:
+    return build(COUNTER, tmp_path_factory.mktemp("counter"))
+
+
+def counter_lines(run: str, after: Tag = (-1, 0), last_ms: int = 1000) -> list[str]:
+    """What Counter prints after tag ``after`` until its timeout ``last_ms``: at 10*i ms,
+    count i + 1, and the first 8 digits of its run id ``run``."""
+    lines = [f"{10 * i:5d}ms/0 count {i + 1} run {run}" for i in range(last_ms // 10 + 1)]
+    return [ln for ln, i in zip(lines, range(len(lines))) if (i * 10_000_000, 0) > after]
+
+
+def killed_counter(launcher: Path, folder: Path, *args: str) -> subprocess.Popen:
+    """Start Counter in real time, snapshots every 5 tags into ``folder``; SIGKILL it once its
+    first snapshot is there. Returns the dead process."""
+    before = set(folder.glob("*.lfsnap"))
+    proc = subprocess.Popen(
+        [str(launcher), "-f", "false", "--checkpoint-every-tags", "5"]
+        + ["--checkpoint-dir", str(folder), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=launcher.parent.parent,
+    )
+    deadline = time.monotonic() + 30
+    while not set(folder.glob("*.lfsnap")) - before and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it was killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return proc
+
+
+def snapshots_by_run(folder: Path) -> dict[str, list[int]]:
+    """The tag counts of the snapshots in ``folder`` by run (the 8 digits of its name)."""
+    out: dict[str, list[int]] = {}
+    for p in sorted(folder.glob("*.lfsnap")):
+        program, run, tags, _ = p.name.split(".")
+        assert program == "Counter"
+        out.setdefault(run, []).append(int(tags))
+    return out
+
+
+def test_runs_in_one_folder_keep_their_own_snapshots(counter, tmp_path):
+    folder = tmp_path / "snaps"
+    args = ("--checkpoint-every-tags", "10", "--checkpoint-keep", "2")
+    r = run_program(counter, *args, "--checkpoint-dir", str(folder))
+    assert r.returncode == 0, r.stderr
+    finished = r.stdout.split()[-1]  # the run id's 8 digits
+    assert r.stdout.splitlines() == counter_lines(finished)
+    killed_counter(counter, folder, "--checkpoint-keep", "2")
+    runs = snapshots_by_run(folder)
+    assert finished in runs and len(runs) == 2, runs
+    assert runs[finished] == [90, 100], "the second run pruned or overwrote the first's"
+    killed = next(run for run in runs if run != finished)
+    for p in folder.glob("*.lfsnap"):
+        with open(p, "rb") as f:
+            f.readline()
+            assert json.loads(f.readline())["run_id"].startswith(p.name.split(".")[1])
+    r = run_program(counter, "--resume", str(folder))
+    assert r.returncode == 1 and not r.stdout
+    assert f"{folder} holds the snapshots of 2 runs of Counter" in r.stderr
+    listed = {ln.split()[1]: ln for ln in r.stderr.splitlines() if ln.startswith("  run ")}
+    assert sorted(listed) == sorted(runs)
+    assert " finished " in listed[finished] and "not finished" in listed[killed]
+    newest = folder / f"Counter.{killed}.{max(runs[killed]):012d}.lfsnap"
+    assert f"--resume {newest}" in listed[killed]
+    tag = tag_of(newest)
+    r = run_program(counter, "--resume", str(newest))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == counter_lines(killed, tag)
+
+
+def test_two_resumes_of_a_killed_run_at_once(counter, tmp_path):
+    folder = tmp_path / "snaps"
+    killed_counter(counter, folder)
+    (run,) = snapshots_by_run(folder)
+    tag = tag_of(Path(snapshot_file.newest(str(folder))))
+    resume = [str(counter), "--resume", str(folder), "-f", "false", "-o", "2", "sec"]
+    both = [
+        subprocess.Popen(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    out = [p.communicate(timeout=60) for p in both]
+    status = [p.returncode for p in both]
+    assert sorted(status) == [0, 1], (status, out)
+    winner, loser = (0, 1) if status[0] == 0 else (1, 0)
+    stdout, stderr = out[loser]
+    assert not stdout and len(stderr.splitlines()) == 1, stderr
+    assert f"run {run}" in stderr and f"process {both[winner].pid}" in stderr, stderr
+    assert out[winner][0].splitlines() == counter_lines(run, tag, 2000), "not the run it continues"
+    taken = snapshots_by_run(folder)
+    assert list(taken) == [run] and max(taken[run]) == 200, "the resumed run took no snapshots"
+    r = run_program(counter, "--resume", str(folder))
+    assert r.returncode == 1 and not r.stdout and len(r.stderr.splitlines()) == 1, r.stderr
+    assert f"run {run} of Counter finished" in r.stderr
+
+
+def stamped(stdout: str) -> list[str]:
+    """The lines of ``stdout`` but the learner's ``checkpoint: <model file>`` at shutdown."""
+    return [ln for ln in stdout.splitlines() if not ln.startswith("checkpoint: ")]
+
+
+def test_resume_hook_sets_up_torch_as_the_fresh_run_did(tmp_path):
+    launcher = build(FIXTURES / "TorchProbe.lf", tmp_path)
+    folder = tmp_path / "snaps"
+    r = run_program(launcher, "--checkpoint-every-tags", "5", "--checkpoint-dir", str(folder))
+    assert r.returncode == 0, r.stderr
+    fresh = stamped(r.stdout)
+    assert fresh[0].endswith("policy (1, True, False) learner (1, True, False)"), fresh[0]
+    (snapshot,) = sorted(folder.glob("*.lfsnap"))[:1]
+    tag = tag_of(snapshot)
+    for variant in VARIANTS.values():
+        r = run_program(launcher, "--resume", str(snapshot), *variant)
+        assert r.returncode == 0, r.stderr
+        assert stamped(r.stdout) == stdout_after(fresh, tag), variant

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build, run_program
 
-from reactors import checksums, replay
+from reactors import checksums, recording, replay
 
 FIXTURES = ROOT / "tests" / "replay_fixtures"
 VARIANTS = [("-w", "1"), ("-w", "2"), ("-w", "2", "--backend", "threads"), ("-w", "3")]
@@ -128,6 +128,7 @@ def test_replay_of_a_killed_recording(sensor, tmp_path):
         (("--replay", "{d}/junk"), "is not a recording (made with --record)"),
         (("--record", "{d}/no/such/dir/x"), "--record: cannot write"),
         (("--record", "{t}", "--resume", "{d}"), "--resume cannot be used with --record"),
+        (("--trust",), "--trust goes with --resume or --replay"),
     ],
 )
 def test_bad_recordings_are_refused(sensor, tmp_path, args, message):
@@ -269,3 +270,18 @@ def test_equal_values_encode_alike_whatever_they_share():
     loop: list = [1]
     loop.append(loop)
     assert encode(loop) == encode(loop)  # a value holding itself still encodes
+
+
+def test_a_killed_run_on_two_workers_replays_up_to_the_last_tag_both_recorded(tmp_path):
+    """The parts of a run killed before they were joined end at different tags (each worker
+    writes its chunks on its own clock): the replay stops at the earlier, beyond which the
+    inputs of the other worker are unknown."""
+    import pickle
+
+    for k, last in ((0, (5_000_000, 0)), (1, (3_000_000, 0))):
+        part = recording.Writer(str(tmp_path / f"run.lfrec.w{k}"), "run.lfrec")
+        part.head({"program": "P", "graph": "g", "workers": 2, "start_time": 0})
+        part.chunk(pickle.dumps([("w", None), ("t", *last)]))
+        part.close()
+    rec = replay.load(str(tmp_path / "run.lfrec"))
+    assert rec.end is None and rec.last == (3_000_000, 0)

@@ -21,20 +21,29 @@ import subprocess
 import time
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from conftest import ROOT, build
 
-from reactors import snapshot_file
+from reactors import snapshot_file, snapshot_runs
 from rl_algos import salvage
+from rl_algos.device import configure_torch
+from rl_algos.evaluate import load_policy
 from rl_algos.metrics import ScalarLog
+from rl_algos.modelfile import save_model
+from rl_algos.ppo import PPOConfig, PPOLearner
 from rl_algos.runlog import EpisodeLog
 
 LF_SRC = ROOT / "lf_src"
 #: Small runs (a few seconds each), a snapshot every update (PPO) or every 20 tags (DQN).
 PPO = ("--max_steps", "2400", "--checkpoint_every", "1")  # 9 snapshots
 DQN = ("--max_steps", "1200", "--learning_starts", "200", "--buffer_size", "1000")
-DQN += ("--checkpoint_every", "80")  # 14 snapshots; learning from the 3rd on
+DQN += (
+    "--checkpoint-every-tags",
+    "20",
+)  # 14 snapshots in the run directory; learning from the 3rd on
 ONE, TWO = ("-w", "1"), ("-w", "2", "--backend", "processes")
 KILLS = random.Random(20261123)
 #: The files of a run that must end byte for byte as the uninterrupted run's.
@@ -127,14 +136,17 @@ def assert_killed_run_resumes(
     assert resumed_from.startswith(str(run_dir / "checkpoints")), where
     again = out / "resumed"  # another directory: the run goes on in its own
     finish(start(launcher, again, "--resume", str(run_dir), *ONE), again)
-    assert not (again / "runs").exists(), where
-    for file in COMPARED[name]:
+    assert not (again / "runs").exists() and not (again / "checkpoints").exists(), where
+    for file in (*COMPARED[name], "model.pt"):
         ours, theirs = (run_dir / file).read_bytes(), (whole / file).read_bytes()
         assert ours == theirs, f"{where}, resumed from {resumed_from}: {file} differs"
-    a, b = (torch.load(d / "model.pt") for d in (run_dir, whole))
-    for key, value in a["state_dict"].items():
-        assert torch.equal(value, b["state_dict"][key]), f"{where}: model.pt differs at {key}"
     assert (run_dir / "learning_curve.png").exists()
+    run = run_dir.name.rsplit("-", 1)[1]
+    taken = sorted((run_dir / "checkpoints").glob("*.lfsnap"))
+    assert {p.name.split(".")[1] for p in taken} == {run}, f"{where}: {taken}"
+    assert newest_tags(run_dir / "checkpoints") == newest_tags(whole / "checkpoints"), (
+        f"{where}: the resumed run did not go on taking snapshots"
+    )
 
 
 def _period(run_dir: Path) -> int:
@@ -150,6 +162,13 @@ def test_killed_ppo_run_on_two_workers_resumes_on_one(tmp_path):
 
 def test_killed_dqn_run_resumes_with_its_replay_buffer(tmp_path):
     assert_killed_run_resumes("CartPoleDQN", DQN, ONE, 9, tmp_path)
+    run_dir = run_dir_in(tmp_path / "killed", "CartPoleDQN")
+    launcher = tmp_path / "build" / "bin" / "CartPoleDQN"
+    again = subprocess.run(
+        [str(launcher), "--resume", str(run_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 1 and not again.stdout, again.stderr
+    assert len(again.stderr.splitlines()) == 1 and "finished" in again.stderr, again.stderr
 
 
 def test_sigterm_still_writes_the_model_and_the_learning_curve(tmp_path):
@@ -167,7 +186,32 @@ def test_sigterm_still_writes_the_model_and_the_learning_curve(tmp_path):
         proc.kill()
     run_dir = run_dir_in(cwd, "CartPolePPO")
     assert torch.load(run_dir / "model.pt")["env_steps"] > 0
+    run_id = (run_dir / ".run_id").read_text().strip()
+    assert snapshot_runs.finished(str(run_dir / "checkpoints"), "CartPolePPO", run_id) is None
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_model_file_is_the_same_for_an_unpickled_learner_and_old_files_load(tmp_path):
+    """A learner restored from a snapshot (unpickled) saves its model.pt with the same bytes
+    as the learner it was saved from; a model.pt written before (``torch.save`` of the
+    checkpoint as it is) still loads as ``lf-rl eval`` loads it."""
+    configure_torch()
+    spaces = gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2)
+    agent = PPOLearner(PPOConfig(), *spaces, np.random.default_rng(1), 3)
+    restored = pickle.loads(pickle.dumps(agent))
+    paths = []
+    for i, learner in enumerate((agent, restored)):
+        (tmp_path / str(i)).mkdir()
+        paths.append(save_model(learner, "CartPole-v1", str(tmp_path / str(i) / "model.pt")))
+    first, second = (Path(p).read_bytes() for p in paths)
+    assert first == second
+    old = tmp_path / "old.pt"
+    torch.save(dict(agent.checkpoint(), env_id="CartPole-v1"), old)
+    x = torch.zeros(1, 4)
+    for path in (paths[1], str(old)):
+        net, env_id, _ = load_policy(path)
+        assert env_id == "CartPole-v1"
+        assert torch.equal(net(x)[0], agent.net(x)[0])
 
 
 def test_logs_restored_cut_their_files_back_and_go_on(tmp_path):

@@ -49,6 +49,16 @@ def test_reactors_of_one_run_share_its_directory(tmp_path):
     assert os.listdir(tmp_path / "Prog") == [os.path.basename(dirs[0])]
 
 
+def test_a_run_finds_its_directory_whatever_its_start_time(tmp_path):
+    """A resumed run that waits for physical time starts later than the run it continues:
+    its reactors still find the directory the run made."""
+    run_id = new_run_id()
+    first = runlog.run_directory("Prog", START_NS, run_id, str(tmp_path))
+    later = runlog.run_directory("Prog", START_NS + 3_600_000_000_000, run_id, str(tmp_path))
+    assert later == first
+    assert os.listdir(tmp_path / "Prog") == [os.path.basename(first)]
+
+
 def test_directory_of_another_run_with_the_same_short_id_is_refused(tmp_path):
     first = "abcdef01" + "0" * 24
     runlog.run_directory("Prog", START_NS, first, str(tmp_path))
