@@ -4,7 +4,7 @@ The cluster is ``ray.cluster_utils.Cluster``: a head node and one more node, one
 that the two workers of a run (and Ray's actor) land on different nodes of this host. Ours:
 ``lf_src/bench/PingPong.lf`` with ``--cluster ray=ADDRESS -w 2`` (its workers are Ray actors;
 values and tags cross between the two nodes over the network transport, TCP through the
-host's cluster address, :mod:`reactors.net`), per message: a run of ``n`` messages minus a
+host's cluster address, :mod:`reactors.cluster.net`), per message: a run of ``n`` messages minus a
 run of 1. Ray: a call of an actor on the other node that returns
 its argument plus one (``ray.get(actor.ping.remote(k))``), and the same call through a Ray
 Compiled Graph (``execute(k).get()``). The three are measured in turns, ``reps`` times (this

@@ -20,10 +20,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from reactors.build import build as instantiate
-from reactors.clock import Clock
-from reactors.program import Program
-from reactors.scheduler import Scheduler
+from reactors.core.clock import Clock
+from reactors.core.scheduler import Scheduler
+from reactors.model.build import build as instantiate
+from reactors.model.program import Program
 
 from .common import ROOT, Row, build, median_of, scratch, timed_run, variant
 

@@ -1,4 +1,5 @@
-"""What recording costs and what replaying gains (``--record``, ``--replay``; reactors/replay.py).
+"""What recording costs and what replaying gains (``--record``, ``--replay``;
+reactors/records/replay.py).
 
 - **Recording overhead**: ``lf_src/bench/GymSim.lf`` (CartPole, 15 environments, one worker),
   environment steps per second with and without ``--record`` (the recording holds every
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 
-from reactors import recording
+from reactors.records import recording_file
 
 from . import programs
 from .common import Row, scratch
@@ -42,7 +43,7 @@ def overhead(quick: bool) -> Row:
         "steps/s",
         ratio=r / p,
         note=f"without: {p:,.0f} steps/s; recording {tape.stat().st_size / 1024:,.0f} KiB, "
-        f"{len(recording.load(str(tape)).checked):,} of {rounds + 3:,} tags checked; "
+        f"{len(recording_file.load(str(tape)).checked):,} of {rounds + 3:,} tags checked; "
         + _verdict(r / p, 0.9, reps, load),
     )
 

@@ -7,10 +7,10 @@ is the wall time of a run of ``n`` messages minus a run of 1 (start-up and shutd
 message.
 
 Floor: two bare processes ping-ponging an integer through a shared-memory cell with the same
-wait and wake-up primitives (:func:`reactors.sync.wait`, :func:`reactors.sync.ring_if_sleeping`),
-i.e. the cost of the two wake-ups a round trip needs, without any runtime. Target: ours <= 1.5x
-the floor, quiet and while one busy process of ours runs (bench.parallel_tags.Busy); also
-measured with two.
+wait and wake-up primitives (:func:`reactors.parallel.sync.wait`,
+:func:`reactors.parallel.sync.ring_if_sleeping`), i.e. the cost of the two wake-ups a round trip
+needs, without any runtime. Target: ours <= 1.5x the floor, quiet and while one busy process of ours
+runs (bench.parallel_tags.Busy); also measured with two.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import multiprocessing as mp
 import statistics
 import time
 
-from reactors.processes import SPIN_NS
-from reactors.shm import Segment, unlink_prefix
-from reactors.sync import Control, FdBell, ring_if_sleeping, wait
+from reactors.parallel.processes import SPIN_NS
+from reactors.parallel.shm import Segment, unlink_prefix
+from reactors.parallel.sync import Control, FdBell, ring_if_sleeping, wait
 
 from .common import Row, scratch, timed_run
 from .parallel_tags import Busy

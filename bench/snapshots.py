@@ -4,7 +4,7 @@ Each program runs with its own checkpoint policy (``--checkpoint_every``) taking
 every few updates: the whole program (networks, optimisers, environments, generators, the
 replay buffer, the logger). The figure is the median time one worker spends in a tag that
 takes a snapshot (capture, pickle, write, fsync, rename, prune), measured inside the program
-by timing :meth:`reactors.checkpoint.Checkpointer.tag_done`; the note gives the size of a
+by timing :meth:`reactors.records.checkpoint.Checkpointer.tag_done`; the note gives the size of a
 snapshot file. The run happens in a child process (``python -m bench.snapshots --child``), so
 that the benchmark's own process keeps its signal handlers and imports. Target: 50 ms or less.
 """
@@ -82,7 +82,8 @@ def measure(name: str, args: tuple[str, ...], out: Path) -> dict[str, Any]:
 def child(module_path: str, args: list[str]) -> dict[str, Any]:
     """In the child process: run the generated module at ``module_path`` with ``args``,
     timing each tag that took a snapshot. Returns the figures of :func:`measure`."""
-    from reactors import checkpoint, launch
+    from reactors.launch import main as launch_main
+    from reactors.records import checkpoint
 
     times: list[float] = []
     written: list[str] = []
@@ -103,7 +104,7 @@ def child(module_path: str, args: list[str]) -> dict[str, Any]:
     folder, file = os.path.split(os.path.abspath(module_path))
     sys.path.insert(0, folder)
     module = __import__(os.path.splitext(file)[0])
-    launch.main(module, os.path.join(folder, "graph.json"), ["-w", "1", *args])
+    launch_main.main(module, os.path.join(folder, "graph.json"), ["-w", "1", *args])
     return {
         "median_ms": statistics.median(times) if times else None,
         "min_ms": min(times, default=0.0),

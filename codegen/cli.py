@@ -9,7 +9,7 @@ import shutil
 import sys
 from typing import NoReturn
 
-from reactors.units import is_unit, parse_duration
+from reactors.core.units import is_unit, parse_duration
 
 from . import incremental
 from .compiler import Overrides, compile_file

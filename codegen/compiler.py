@@ -7,9 +7,9 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 
-from reactors.arguments import check
-from reactors.placement import placed
-from reactors.program import load as load_program
+from reactors.model.arguments import check
+from reactors.model.program import load as load_program
+from reactors.parallel.placement import placed
 
 from . import protobufs, tree
 from .analyse import Analysis, analyse
@@ -137,7 +137,7 @@ def compile_file(
 def _defines(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> dict[str, tree.Expr]:
     """The values of ``lfc -D NAME=VALUE`` (LF expression text) for parameters of the main
     reactor: of the parameter's kind, as on the program's command line
-    (:func:`reactors.arguments.check`), then parsed and checked like defaults written in the
+    (:func:`reactors.model.arguments.check`), then parsed and checked like defaults written in the
     file; errors are reported, naming the ``-D`` value."""
     texts = {}
     for name in check_define_names(main_cls, params, rep):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import jinja2
 
-from reactors.program import LineRange, Program
+from reactors.model.program import LineRange, Program
 
 from . import tree
 from .classes import ReactorClass

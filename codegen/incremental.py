@@ -12,7 +12,8 @@ alone when the stamp still holds, that is when
   every file the ``files`` and ``protobufs`` target properties name has the same content
   (a file touched but not changed does not count, as with ccache: checkouts touch files);
 - the compiler is the same: the digest of its own source (the files of ``codegen``, and the
-  modules of ``reactors`` that it imports, found by following their ``import`` statements);
+  modules of ``reactors`` that it imports, found by following their ``import`` statements:
+  :func:`compiler_digest`);
 - the settings are the same: the main file's and the output's absolute paths, the Python
   interpreter the launcher runs, the command-line overrides (``-w``, ``--timeout``,
   ``--fast``, ``-D``) and ``-n``, and ``LF_PACKAGES`` (where package imports are found);
@@ -31,7 +32,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .check import find_main
@@ -77,31 +78,60 @@ def file_digest(path: str) -> str | None:
 
 
 def _imported_runtime_modules(source: str, package: str | None) -> set[str]:
-    """Names ``x`` of the modules ``reactors.x`` that the Python ``source`` imports anywhere
-    (at the top or inside a function); ``package`` is ``"reactors"`` for a module of it (its
-    relative imports count), else None."""
+    """Full names of the modules of ``reactors`` that the Python ``source`` imports, with the
+    packages above each (importing ``reactors.core.tag`` runs ``reactors/__init__.py`` and
+    ``reactors/core/__init__.py`` first). ``package`` is None for a file of the compiler,
+    whose imports count anywhere (at the top or inside a function); for a module of
+    ``reactors`` it is its package (``reactors.core``: its relative imports count), and only
+    the imports that importing the module runs count: those inside its functions serve a
+    running program (``reactors.api``'s calls of a generated module), not the compiler. A
+    name that ``from X import name`` takes may be a function or a class: :func:`_runtime_file`
+    then finds no file for it."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in ast.walk(tree) if package is None else _outside_functions(tree):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("reactors.")}
+            found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            if node.level == 1 and package == "reactors":
-                module = f"reactors.{module}" if module else "reactors"
-            elif node.level:
-                continue
-            if module == "reactors":
-                found |= {a.name for a in node.names}
-            elif module.startswith("reactors."):
-                found.add(module.split(".")[1])
-    return found
+            if node.level:
+                if package is None:
+                    continue
+                parts = package.split(".")
+                module = ".".join(parts[: len(parts) - node.level + 1] + [module] * bool(module))
+            found |= {module} | {f"{module}.{a.name}" for a in node.names}
+    runtime = [m.split(".") for m in found if m.split(".")[0] == "reactors"]
+    return {".".join(parts[:i]) for parts in runtime for i in range(1, len(parts) + 1)}
 
 
-@functools.lru_cache(maxsize=1)
-def compiler_digest() -> str:
-    """SHA-256 (hex) of the compiler's source: every ``.py``, ``.lark``, ``.lf`` and ``.j2``
-    file of ``codegen`` (its vendored viewer scripts aside) and the modules of ``reactors``
-    that these import, directly or through each other."""
+def _outside_functions(tree: ast.Module) -> Iterator[ast.AST]:
+    """The nodes of ``tree`` that are not inside a function or a lambda."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += [
+            n
+            for n in ast.iter_child_nodes(node)
+            if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        ]
+
+
+def _runtime_file(name: str) -> str | None:
+    """The source file of the module or package ``name`` of ``reactors``; None for a name
+    that is neither (a function, a class)."""
+    path = os.path.join(_ROOT, *name.split("."))
+    for candidate in (f"{path}.py", os.path.join(path, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def compiler_files() -> list[str]:
+    """The files of the compiler's source: every ``.py``, ``.lark``, ``.lf`` and ``.j2`` file
+    of ``codegen`` (its vendored viewer scripts aside), then the modules and packages of
+    ``reactors`` that these import, directly or through each other
+    (:func:`_imported_runtime_modules`); absolute paths."""
     files = []
     for folder, dirs, names in os.walk(_CODEGEN):
         dirs[:] = sorted(d for d in dirs if d not in ("vendor", "__pycache__"))
@@ -112,19 +142,24 @@ def compiler_digest() -> str:
             with open(path, encoding="utf-8") as f:
                 pending |= _imported_runtime_modules(f.read(), None)
     seen: set[str] = set()
-    if pending:
-        pending.add("__init__")  # importing reactors.x runs the package's __init__ first
     while pending:
         name = pending.pop()
-        path = os.path.join(_ROOT, "reactors", f"{name}.py")
-        if name in seen or not os.path.isfile(path):
-            continue
         seen.add(name)
-        files.append(path)
-        with open(path, encoding="utf-8") as f:
-            pending |= _imported_runtime_modules(f.read(), "reactors") - seen
+        runtime_file = _runtime_file(name)
+        if runtime_file is None:
+            continue
+        files.append(runtime_file)
+        package = name if runtime_file.endswith("__init__.py") else name.rpartition(".")[0]
+        with open(runtime_file, encoding="utf-8") as f:
+            pending |= _imported_runtime_modules(f.read(), package) - seen
+    return files
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_digest() -> str:
+    """SHA-256 (hex) of the compiler's source (:func:`compiler_files`)."""
     h = hashlib.sha256()
-    for path in sorted(files):
+    for path in sorted(compiler_files()):
         h.update(os.path.relpath(path, _ROOT).encode() + b"\0" + (file_digest(path) or "").encode())
     return h.hexdigest()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reactors.reaction import reaction_number
+from reactors.core.reaction import reaction_number
 
 from . import tree
 from .classes import ReactorClass
@@ -131,7 +131,7 @@ class ReactionInst:
     line: int = 0
 
     def describe(self) -> str:
-        """``reaction 2 of Main.a`` (numbered by :func:`reactors.reaction.reaction_number`)."""
+        """``reaction 2 of Main.a`` (numbered by :func:`reactors.core.reaction.reaction_number`)."""
         name = f" '{self.node.name}'" if self.node is not None and self.node.name else ""
         return f"reaction {reaction_number(self.index)}{name} of {self.owner.name}"
 

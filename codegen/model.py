@@ -1,9 +1,10 @@
-"""The program model step: the elaborated, analysed program as a :class:`reactors.program.Program`.
+"""The program model step: the elaborated, analysed program as a
+:class:`reactors.model.program.Program`.
 
 This is the only place that turns the compiler's own structures (:mod:`codegen.instance`,
 :mod:`codegen.target`) into the runtime's model. Placement and the line map are not known
-here: placement is the next pipeline step (:func:`reactors.placement.placed`) and the line map
-comes from emitting the module (:func:`codegen.emit.emit_program` fills it in).
+here: placement is the next pipeline step (:func:`reactors.parallel.placement.placed`) and the line
+map comes from emitting the module (:func:`codegen.emit.emit_program` fills it in).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from reactors import program as pm
-from reactors import refs
+from reactors.model import program as pm
+from reactors.model import references
 
 from . import tree
 from .analyse import Analysis
@@ -144,10 +145,10 @@ def _reaction(r: ReactionInst, analysis: Analysis) -> pm.ReactionSpec:
         deadline=r.deadline,
         deadline_function=r.deadline_function,
         mode=r.mode,
-        triggers=refs.decode_refs([t.to_json() for t in r.triggers]),
-        sources=refs.decode_refs([t.to_json() for t in r.sources]),
-        effects=refs.decode_refs([t.to_json() for t in r.effects]),
-        args=refs.decode_args(r.args),
+        triggers=references.decode_refs([t.to_json() for t in r.triggers]),
+        sources=references.decode_refs([t.to_json() for t in r.sources]),
+        effects=references.decode_refs([t.to_json() for t in r.effects]),
+        args=references.decode_args(r.args),
         level=level,
         inferred_deadline=inferred_deadline,
         rank=rank,
@@ -158,8 +159,8 @@ def _reaction(r: ReactionInst, analysis: Analysis) -> pm.ReactionSpec:
 
 def _connection(c: ConnectionView) -> pm.Connection:
     return pm.Connection(
-        sources=tuple(refs.PortKey(*e) for e in c.lhs),
-        destinations=tuple(refs.PortKey(*e) for e in c.rhs),
+        sources=tuple(references.PortKey(*e) for e in c.lhs),
+        destinations=tuple(references.PortKey(*e) for e in c.rhs),
         delay=c.delay,
         physical=c.physical,
         iterated=c.iterated,

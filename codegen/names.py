@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from reactors.arguments import close_match
+from reactors.model.arguments import close_match
 
 from . import tree
 from .classes import Child, ReactorClass
@@ -39,7 +39,7 @@ def check_names(cls: ReactorClass, rep: Reporter) -> None:
 def check_define_names(main: ReactorClass, defines: Mapping[str, str], rep: Reporter) -> list[str]:
     """The names of ``defines`` (``lfc -D NAME=VALUE``: NAME -> VALUE) that are parameters of
     ``main``; each other one is reported with the parameter it is likely a misspelling of
-    (:func:`reactors.arguments.close_match`) and the list of them."""
+    (:func:`reactors.model.arguments.close_match`) and the list of them."""
     names = [p.name for p in main.parameters if p.name != "bank_index"]
     known = []
     for name, value in defines.items():

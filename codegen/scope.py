@@ -2,7 +2,7 @@
 
 A reaction body runs as a method of its reactor's class: it sees ``self`` (whose members are
 the state variables, parameters and methods, beside those of
-:class:`reactors.reactor.ReactorBase`), one argument per port, action, contained reactor and
+:class:`reactors.core.reactor.ReactorBase`), one argument per port, action, contained reactor and
 mode its reaction declares, and the generated module's globals (the runtime API of
 :mod:`reactors.api`, the module's imports, the file-level preambles) and Python's built-ins.
 The rules:
@@ -31,7 +31,7 @@ import symtable
 from collections.abc import Iterable, Iterator
 
 from reactors import api
-from reactors.reactor import ReactorBase
+from reactors.core.reactor import ReactorBase
 
 from . import tree
 from .classes import ReactorClass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reactors.log import LEVELS
-from reactors.target import DEFAULTS
+from reactors.core.log import LEVELS
+from reactors.model.target import DEFAULTS
 
 from . import tree
 from .diagnostics import Reporter
@@ -52,7 +52,7 @@ IGNORED = {
 @dataclass(frozen=True)
 class TargetConfig:
     """Resolved target properties. Times are in nanoseconds; unset ones keep the runtime's
-    defaults (:data:`reactors.target.DEFAULTS`); ``keepalive_set`` says whether the program
+    defaults (:data:`reactors.model.target.DEFAULTS`); ``keepalive_set`` says whether the program
     gave ``keepalive`` itself. Derive a changed one with ``dataclasses.replace``.
     """
 

@@ -1,13 +1,13 @@
 """Time values of LF source (spec §1.2): conversion to nanoseconds and to Python text.
 
-The table of units is the runtime's (:mod:`reactors.units`); ``forever`` and ``never`` are
+The table of units is the runtime's (:mod:`reactors.core.units`); ``forever`` and ``never`` are
 the two time words that take no magnitude.
 """
 
 from __future__ import annotations
 
-from reactors.tag import FOREVER, NEVER_INT64
-from reactors.units import UNITS
+from reactors.core.tag import FOREVER, NEVER_INT64
+from reactors.core.units import UNITS
 
 INT64_MAX = FOREVER
 INT64_MIN = NEVER_INT64

@@ -5,7 +5,7 @@ self-contained page that opens offline: the program drawn the way LF draws it (s
 in the browser by ELK (elkjs, vendored in ``codegen/vendor/``) and drawn as SVG by the script in
 ``templates/viewer.html.j2``. Nothing is fetched from the network.
 
-``graph.json`` is the elaborated program (:class:`reactors.program.Program`; banks expanded, ``after``/``~>`` lowered to synthetic
+``graph.json`` is the elaborated program (:class:`reactors.model.program.Program`; banks expanded, ``after``/``~>`` lowered to synthetic
 delay instances, connections inside modes lowered to ``_lf_forward`` reactions). This module turns
 it back into what the user wrote: one box per bank (its members' levels, workers and timings
 merged), the ``connections`` list as written with its delays, and no synthetic instances or
@@ -17,7 +17,7 @@ property ``tracing: true`` writes. An event counts when it has
 
 - ``name``: the reaction, either as the runtime names it, ``reaction <n> of <instance>`` or
   ``reaction <n> (<name>) of <instance>``, or as ``<instance>.reaction_<n>``; ``n`` is the
-  reaction's number as in the diagram (from 1, :func:`reactors.reaction.reaction_number`) and
+  reaction's number as in the diagram (from 1, :func:`reactors.core.reaction.reaction_number`) and
   ``<instance>`` the full name (``PingPong.pong``, ``Foo.b[2]``);
 - ``dur``: the time spent in one invocation, in microseconds (a ``"ph": "X"`` complete event).
 
@@ -37,8 +37,10 @@ from pathlib import Path
 
 import jinja2
 
-from reactors.errors import GraphError
-from reactors.program import (
+from reactors.core.errors import GraphError
+from reactors.core.reaction import reaction_index, reaction_number
+from reactors.core.units import format_duration as format_time
+from reactors.model.program import (
     PLAIN_WIDTH,
     ActionSpec,
     ClusterRun,
@@ -51,8 +53,7 @@ from reactors.program import (
     TimerSpec,
     WorkerChoice,
 )
-from reactors.reaction import reaction_index, reaction_number
-from reactors.refs import (
+from reactors.model.references import (
     FORWARD,
     ActionRef,
     BuiltinTrigger,
@@ -63,7 +64,6 @@ from reactors.refs import (
     TimerRef,
     Transition,
 )
-from reactors.units import format_duration as format_time
 
 HERE = Path(__file__).resolve().parent
 ELK_JS = HERE / "vendor" / "elk.bundled.js"

@@ -1,20 +1,29 @@
-"""What generated modules import with ``from reactors.api import *`` (spec §2.1, §2.7).
+"""The runtime's public module: what generated modules import, and all they import.
 
-``lf`` is the namespace of runtime calls (``lf.time.logical()``, ``lf.tag()``,
-``lf.request_stop()``, ``lf.stop_signalled()``...); the other names are the time helpers and
-classes reaction code uses directly. Calls that need the running program read
-:data:`reactors.context.CTX`.
+``from reactors.api import *`` (spec §2.1, §2.7) gives reaction code ``lf``, the namespace of
+runtime calls (``lf.time.logical()``, ``lf.tag()``, ``lf.request_stop()``,
+``lf.stop_signalled()``...), and the time helpers and classes it uses directly (``__all__``).
+Calls that need the running program read :data:`reactors.core.context.CTX`.
+
+A generated module reaches the runtime through this module alone: its own scaffolding (its
+start before its imports, its load-failure hook, its ``main``, its end) calls the underscored
+functions at the end of this module, each of which imports the layer that does the work only
+when it is called. A program may also import
+``reactors.api.CheckpointPolicy``, the policy its ``lf_checkpoint_policy`` method returns
+(:class:`reactors.records.checkpoint_policy.Policy`, loaded on first use).
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from .action import Action as action_capsule_t
-from .context import CTX
-from .port import Port as port_capsule
-from .reactor import Make, ReactorBase
-from .tag import (
+from .core.action import Action as action_capsule_t
+from .core.context import CTX
+from .core.port import Port as port_capsule
+from .core.reactor import Make, ReactorBase
+from .core.tag import (
     BILLION,
     DAY,
     DAYS,
@@ -39,6 +48,9 @@ from .tag import (
     interval_t,
     tag_compare,
 )
+
+if TYPE_CHECKING:  # the public name, typed; at run time __getattr__ below imports it on demand
+    from .records.checkpoint_policy import Policy as CheckpointPolicy  # noqa: F401
 
 __all__ = [
     "lf",
@@ -192,3 +204,59 @@ class _LF:
 
 
 lf = _LF()
+
+
+# ------------------------------------------------------------ what a generated module calls
+
+
+def _load_failure_hook(
+    module_file: str, graph_path: str, worker: bool = False
+) -> Callable[..., None]:
+    """The generated module's ``sys.excepthook`` while it loads: an exception of its
+    preambles is reported at its ``.lf`` line (:func:`reactors.core.errors.load_failure_hook`)."""
+    from .core.errors import load_failure_hook
+
+    return load_failure_hook(module_file, graph_path, worker)
+
+
+def _run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | None:
+    """Run a program on worker processes before its module's imports; its exit status, or
+    None when the module runs it itself
+    (:func:`reactors.launch.before_import.run_before_import`)."""
+    from .launch.before_import import run_before_import
+
+    return run_before_import(path, build_id, argv)
+
+
+def _freeze_heap() -> None:
+    """Called once the generated module has loaded: the objects alive now leave the cyclic
+    collector's work, which is turned on again (:func:`reactors.core.scheduler.freeze_heap`)."""
+    from .core.scheduler import freeze_heap
+
+    freeze_heap()
+
+
+def _main(module: ModuleType, graph_path: str, argv: Sequence[str]) -> int:
+    """Run the program of ``module`` described by ``graph_path`` with the options ``argv``;
+    its exit status (:func:`reactors.launch.main.main`)."""
+    from .launch.main import main
+
+    return main(module, graph_path, argv)
+
+
+def _end_process(status: int) -> NoReturn:
+    """End the program's process with exit status ``status`` (0-255) without the
+    interpreter's tear-down of its modules (:func:`reactors.core.process_end.end_process`)."""
+    from .core.process_end import end_process
+
+    end_process(status)
+
+
+def __getattr__(name: str) -> Any:
+    """``CheckpointPolicy``, imported when a program first asks for it (it costs the start of
+    every other program several milliseconds); AttributeError for any other unknown name."""
+    if name == "CheckpointPolicy":
+        from .records.checkpoint_policy import Policy
+
+        return Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

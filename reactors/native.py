@@ -5,7 +5,7 @@ worker's tag loop, the tag exchange and waiting, the channels' codec, the tag en
 coordinator (which prints each tag's text on worker 0). Their
 Python sources, unchanged, compile with mypyc (the compiler of mypy, which builds mypy and black
 the same way) into extension modules that run the same code about a third faster there
-(README, "Which tags gain from more workers"). ``make`` builds them (:func:`main`) into
+(docs/parallel.md, "Which tags gain from more workers"). ``make`` builds them (:func:`main`) into
 ``build/native/`` beside the packages, with a manifest of the SHA-256 of each source they were
 built from.
 
@@ -30,22 +30,23 @@ import sys
 from types import ModuleType
 from typing import Any
 
-#: the modules compiled, in the package ``reactors``
+#: the modules compiled, by their names below the package ``reactors`` (``core.engine`` is
+#: ``reactors.core.engine``, in ``reactors/core/engine.py``)
 MODULES = (
-    "action",
-    "clock",
-    "codec",
-    "coordinator",
-    "engine",
-    "eventq",
-    "port",
-    "scheduler",
-    "shm",
-    "skips",
-    "sync",
-    "timer",
-    "worker",
-    "worker_link",
+    "core.action",
+    "core.clock",
+    "core.engine",
+    "core.event_queue",
+    "core.port",
+    "core.scheduler",
+    "core.timer",
+    "parallel.codec",
+    "parallel.coordinator",
+    "parallel.shm",
+    "parallel.skipped_tags",
+    "parallel.sync",
+    "parallel.worker_connections",
+    "parallel.worker_scheduler",
 )
 #: mypyc's name for the shared library of the compiled group: ``reactors__mypyc``
 GROUP = "reactors"
@@ -55,11 +56,17 @@ BUILD_DIR = os.path.join(os.path.dirname(PACKAGE_DIR), "build", "native")
 MANIFEST = "manifest.json"
 
 
+def _path(name: str) -> str:
+    """The path of module ``name`` of :data:`MODULES` below the package's folder, without its
+    suffix (``core/engine``)."""
+    return os.path.join(*name.split("."))
+
+
 def source_digests() -> dict[str, str]:
     """The SHA-256 (hex) of the source of each of :data:`MODULES`, by module name."""
     digests = {}
     for name in MODULES:
-        with open(os.path.join(PACKAGE_DIR, f"{name}.py"), "rb") as f:
+        with open(os.path.join(PACKAGE_DIR, f"{_path(name)}.py"), "rb") as f:
             digests[name] = hashlib.sha256(f.read()).hexdigest()
     return digests
 
@@ -99,7 +106,7 @@ def built(build_dir: str | os.PathLike[str] = BUILD_DIR) -> dict[str, str] | Non
         return None
     files = {f"{GROUP}__mypyc": os.path.join(build_dir, f"{GROUP}__mypyc{_suffix()}")}
     for name in MODULES:
-        files[f"reactors.{name}"] = os.path.join(build_dir, "reactors", f"{name}{_suffix()}")
+        files[f"reactors.{name}"] = os.path.join(build_dir, "reactors", _path(name) + _suffix())
     if not all(os.path.exists(f) for f in files.values()):
         return None
     return files
@@ -143,7 +150,7 @@ def build(build_dir: str = BUILD_DIR) -> None:
     os.chdir(os.path.dirname(PACKAGE_DIR))  # mypyc names the modules after their paths
     try:
         extensions = mypycify(
-            [f"reactors/{name}.py" for name in MODULES],
+            [os.path.join("reactors", f"{_path(name)}.py") for name in MODULES],
             opt_level="3",
             group_name=GROUP,
             target_dir=os.path.join(temp, "c"),

@@ -27,7 +27,7 @@ class ConfigError(ValueError):
     """A hyperparameter refused: the message says which, why, and what to write instead.
 
     ``show_traceback`` is False: a program that raises it while starting (the runtime's
-    :func:`reactors.errors.report`) prints the message on one line with the ``.lf`` line
+    :func:`reactors.core.errors.report`) prints the message on one line with the ``.lf`` line
     that asked for the config, not a traceback; the mistake is in the values, not the code.
     """
 

@@ -11,7 +11,7 @@ gives the same bytes. Wall-clock figures go to the terminal only.
 
 A run's checkpoints go to ``checkpoints/`` inside its run directory
 (:func:`checkpoint_directory`), with the lock the runtime holds while a process writes the
-run (``reactors.run_lock``: a second resume of the run is refused). A resumed run keeps its
+run (``reactors.records.run_lock``: a second resume of the run is refused). A resumed run keeps its
 run id, so it finds its directory again, even when it starts later than the run it continues
 did. An :class:`EpisodeLog` saved in a checkpoint remembers how many bytes of ``returns.csv``
 it had written; restored in a resumed run, it cuts the file back to them and goes on

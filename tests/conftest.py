@@ -105,7 +105,7 @@ def lf_rl_eval(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(autouse=True, scope="session")
 def user_key_of_the_tests(tmp_path_factory) -> Path:
     """The key that authenticates the snapshots and recordings of every program the tests
-    run (``LF_RL_KEY``, :mod:`reactors.userkey`): the session's own, never the user's."""
+    run (``LF_RL_KEY``, :mod:`reactors.records.user_key`): the session's own, never the user's."""
     key = tmp_path_factory.mktemp("user-key") / "key"
     os.environ["LF_RL_KEY"] = str(key)
     return key
@@ -171,10 +171,10 @@ def same_on_any_workers(
 
 def _distinct(variants, launcher: Path) -> list:
     """The variants that run differently: ``-w N`` resolves to at most the number of reactor
-    groups (reactors.placement), so ``-w 4`` is often the same run as ``-w 2``, and a
+    groups (reactors.parallel.placement), so ``-w 4`` is often the same run as ``-w 2``, and a
     variant that resolves to one worker is the one-worker run already done."""
-    from reactors.parallel import workers_for
-    from reactors.program import load
+    from reactors.model.program import load
+    from reactors.parallel.plan import workers_for
 
     graph_file = next((launcher.parent.parent / "src-gen").glob("*/graph.json"))
     graph = load(str(graph_file))

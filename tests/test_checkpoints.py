@@ -1,5 +1,5 @@
-"""Checkpoints and resume (reactors.checkpoint, reactors.snapshot): a run resumed from any
-snapshot, on any worker count and backend, prints and computes from the snapshot's tag on
+"""Checkpoints and resume (reactors.records.checkpoint, reactors.records.snapshot): a run resumed
+from any snapshot, on any worker count and backend, prints and computes from the snapshot's tag on
 exactly what the uninterrupted run did (digest lines and stdout compared exactly).
 
 The programs are in tests/checkpoint_fixtures/: Resumable (timers, ``after`` delays, a
@@ -23,7 +23,7 @@ from conftest import ROOT, build, run_program
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reactors import snapshot_file, snapshot_runs
+from reactors.records import snapshot_file, snapshot_runs
 
 FIXTURES = ROOT / "tests" / "checkpoint_fixtures"
 ONE = ("-w", "1")

@@ -1,4 +1,4 @@
-"""``--cluster ray``: workers as actors of a Ray cluster (reactors.ray_cluster).
+"""``--cluster ray``: workers as actors of a Ray cluster (reactors.cluster.ray_transport).
 
 The cluster is a local one of three nodes (``ray.cluster_utils.Cluster``: three raylets with
 distinct node ids on this machine, one CPU each, so that a run's workers land on distinct
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import build, run_digest, run_program
 
-from reactors.ray_actor import alive
-from reactors.shm import unlink_prefix
+from reactors.cluster.ray_actor import alive
+from reactors.parallel.shm import unlink_prefix
 
 FIXTURES = Path(__file__).parent / "cluster_fixtures"
 FAULTS = Path(__file__).parent / "fault_fixtures"
@@ -128,8 +128,8 @@ def _placements(stderr: str) -> dict[int, tuple[str, int]]:
 
 
 def test_each_federate_is_a_worker_of_its_own(tmp_path):
-    from reactors.placement import federates
-    from reactors.program import Program
+    from reactors.model.program import Program
+    from reactors.parallel.placement import federates
 
     build(FIXTURES / "Relay.lf", tmp_path)
     graph = Program.from_json(json.loads((tmp_path / "src-gen/Relay/graph.json").read_text()))
@@ -180,7 +180,7 @@ def test_ray_is_imported_only_with_the_flag(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines()}
-    assert "reactors.processes" in imported  # the parallel path ran
+    assert "reactors.parallel.processes" in imported  # the parallel path ran
     assert not {m for m in imported if m == "ray" or m.startswith("ray.")}
 
 
@@ -209,8 +209,8 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
         assert re.search(rf"---- Worker {w} on .* \((shared memory|network, node copy \d)\)", err)
     # graph.json says where the workers ran, and the viewer shows it
     from codegen.viewer import Diagram
-    from reactors.placement import federates
-    from reactors.program import Program
+    from reactors.model.program import Program
+    from reactors.parallel.placement import federates
 
     graph = Program.load(str(tmp_path / "src-gen/Relay/graph.json"))
     run = graph.cluster_run
@@ -252,7 +252,7 @@ def _values(digest: str | None, physical: bool) -> list[str]:
 @needs_ray
 @pytest.mark.parametrize("name, defines, physical", BENCH_RUNS, ids=[b[0] for b in BENCH_RUNS])
 def test_bench_programs_on_three_nodes_equal_one_worker(tmp_path, cluster, name, defines, physical):
-    from reactors.program import Program
+    from reactors.model.program import Program
 
     launcher = build(
         LF_BENCH / f"{name}.lf",
@@ -293,7 +293,7 @@ def test_output_and_messages_to_one_file_are_both_whole(tmp_path, cluster):
 
 
 def test_at_and_node_name_the_ray_resource_of_a_federate(tmp_path):
-    from reactors.program import Program
+    from reactors.model.program import Program
 
     build(FIXTURES / "Placed.lf", tmp_path)
     graph = Program.load(str(tmp_path / "src-gen/Placed/graph.json"))

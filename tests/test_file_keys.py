@@ -1,5 +1,5 @@
-"""Snapshots and recordings carry an HMAC-SHA256 under the user's key (reactors.userkey), and
-``--resume``/``--replay`` check it before anything in the file is unpickled: a file of another
+"""Snapshots and recordings carry an HMAC-SHA256 under the user's key (reactors.records.user_key),
+and ``--resume``/``--replay`` check it before anything in the file is unpickled: a file of another
 key (another user's), edited, or of an older version without an HMAC is refused with one line
 saying which file, why and how to trust it (status 1); ``--trust`` loads it after saying so.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build, run_program
 
-from reactors import recording, snapshot_file, userkey
-from reactors.snapshot import SnapshotError
+from reactors.records import recording_file, snapshot_file, user_key
+from reactors.records.snapshot import SnapshotError
 
 FILLER = ROOT / "tests" / "records_fixtures" / "Filler.lf"
 TWO = ("-w", "2", "--backend", "processes")
@@ -67,9 +67,9 @@ def evil_pickle(marker: Path) -> bytes:
 def test_the_key_is_made_once_private_and_outside_run_directories(tmp_path):
     """With no ``LF_RL_KEY``, the key is ``$XDG_CONFIG_HOME/lf-rl/key``: 32 bytes, mode 0600 in
     a folder of mode 0700; six first uses at once agree on one key."""
-    env = {k: v for k, v in os.environ.items() if k != userkey.ENV}
+    env = {k: v for k, v in os.environ.items() if k != user_key.ENV}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    code = "from reactors import userkey; print(userkey.user_key().hex())"
+    code = "from reactors.records import user_key; print(user_key.user_key().hex())"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
@@ -96,7 +96,7 @@ def test_a_key_that_cannot_be_used_stops_the_run_at_once(filler, tmp_path, what)
         r = run_as(filler, key, *args, *TWO)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert r.returncode == 1 and not r.stdout and len(lines) == 1, r.stderr
-        assert str(key) in lines[0] and userkey.ENV in lines[0], lines[0]
+        assert str(key) in lines[0] and user_key.ENV in lines[0], lines[0]
     assert not list(tmp_path.glob("r.lfrec*"))
 
 
@@ -104,7 +104,7 @@ def test_help_says_how_files_are_trusted(filler):
     r = run_program(filler, "--help")
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
-    assert "--trust" in text and "HMAC" in text and userkey.ENV in text
+    assert "--trust" in text and "HMAC" in text and user_key.ENV in text
     for option in ("--resume", "--replay"):
         line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith(option))
         more = r.stdout.split(line, 1)[1].split("\n  --", 1)[0]
@@ -257,11 +257,11 @@ def test_an_edited_recording_is_refused(filler, tape, tmp_path):
 
 def test_a_recording_is_not_unpickled_before_it_is_authenticated(filler, tape, tmp_path):
     genuine = tape["path"].read_bytes()
-    head = genuine[: genuine.index(b"\n", len(recording.MAGIC)) + 1 + recording.MAC_SIZE]
+    head = genuine[: genuine.index(b"\n", len(recording_file.MAGIC)) + 1 + recording_file.MAC_SIZE]
     marker = tmp_path / "unpickled"
     blob = evil_pickle(marker)
     forged = tmp_path / "forged.lfrec"
-    forged.write_bytes(head + recording.LENGTH.pack(len(blob)) + blob + os.urandom(32))
+    forged.write_bytes(head + recording_file.LENGTH.pack(len(blob)) + blob + os.urandom(32))
     refusal(run_program(filler, "--replay", str(forged)), forged, "changed since")
     assert not marker.exists()
 
@@ -269,13 +269,13 @@ def test_a_recording_is_not_unpickled_before_it_is_authenticated(filler, tape, t
 def test_a_recording_of_an_older_version_is_refused_unless_trusted(filler, tape, tmp_path):
     """A recording of format 2 (its chunks without HMACs): refused; trusted, it replays."""
     data = tape["path"].read_bytes()
-    at = data.index(b"\n", len(recording.MAGIC)) + 1
-    chunks = [b"LFRECORDING 2\n" + data[len(recording.MAGIC) : at]]
-    at += recording.MAC_SIZE
+    at = data.index(b"\n", len(recording_file.MAGIC)) + 1
+    chunks = [b"LFRECORDING 2\n" + data[len(recording_file.MAGIC) : at]]
+    at += recording_file.MAC_SIZE
     while at < len(data):
-        (n,) = recording.LENGTH.unpack_from(data, at)
-        chunks.append(data[at : at + recording.LENGTH.size + n])
-        at += recording.LENGTH.size + n + recording.MAC_SIZE
+        (n,) = recording_file.LENGTH.unpack_from(data, at)
+        chunks.append(data[at : at + recording_file.LENGTH.size + n])
+        at += recording_file.LENGTH.size + n + recording_file.MAC_SIZE
     old = tmp_path / "old.lfrec"
     old.write_bytes(b"".join(chunks))
     refusal(run_program(filler, "--replay", str(old)), old, "older version")
@@ -289,14 +289,14 @@ def test_joining_a_recording_checks_each_part(tape, tmp_path):
     base = tmp_path / "joined.lfrec"
     for k in (0, 1):
         (tmp_path / f"joined.lfrec.w{k}").write_bytes(tape["path"].read_bytes())
-    recording.join(str(base), 2)
-    assert recording.load(str(base)).end is not None
+    recording_file.join(str(base), 2)
+    assert recording_file.load(str(base)).end is not None
     for k in (0, 1):
         (tmp_path / f"again.lfrec.w{k}").write_bytes(tape["path"].read_bytes())
     part = tmp_path / "again.lfrec.w1"
     data = bytearray(part.read_bytes())
     data[-200] ^= 1
     part.write_bytes(bytes(data))
-    with pytest.raises(recording.ReplayError, match=re.escape(str(part))):
-        recording.join(str(tmp_path / "again.lfrec"), 2)
+    with pytest.raises(recording_file.ReplayError, match=re.escape(str(part))):
+        recording_file.join(str(tmp_path / "again.lfrec"), 2)
     assert not (tmp_path / "again.lfrec").exists() and part.exists()

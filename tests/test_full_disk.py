@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build, run_program
 
-from reactors import recording
+from reactors.records import recording_file
 
 FILLER = ROOT / "tests" / "records_fixtures" / "Filler.lf"
 VARIANTS = {
@@ -152,12 +152,12 @@ RECORD_LIMIT = 400_000
 def whole_chunks(path: Path) -> int:
     """The chunks of a recording file, which must end where its last whole chunk does."""
     data = path.read_bytes()
-    assert data.startswith(recording.MAGIC)
-    at = data.index(b"\n", len(recording.MAGIC)) + 1 + recording.MAC_SIZE
+    assert data.startswith(recording_file.MAGIC)
+    at = data.index(b"\n", len(recording_file.MAGIC)) + 1 + recording_file.MAC_SIZE
     chunks = 0
     while at < len(data):
-        (n,) = recording.LENGTH.unpack_from(data, at)
-        at += recording.LENGTH.size + n + recording.MAC_SIZE
+        (n,) = recording_file.LENGTH.unpack_from(data, at)
+        at += recording_file.LENGTH.size + n + recording_file.MAC_SIZE
         chunks += 1
     assert at == len(data), f"{path}: a torn chunk at its end"
     return chunks
@@ -170,7 +170,7 @@ def test_a_recording_that_cannot_be_written_stops_the_run(filler, reference, tmp
     r = run_limited(filler, RECORD_LIMIT, tmp_path, *args)
     assert one_line(r) == f"ERROR: --record: cannot write {tape}: {TOO_LARGE}"
     stdout_prefix(r, reference)
-    files = recording.parts_of(str(tape))  # one worker's file, or the parts it could not join
+    files = recording_file.parts_of(str(tape))  # one worker's file, or the parts it could not join
     assert files and sum(whole_chunks(Path(f)) for f in files) >= len(files)
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
     replayed = run_program(filler, "--replay", str(tape), *VARIANTS[variant])

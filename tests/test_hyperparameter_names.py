@@ -13,7 +13,7 @@ from conftest import ROOT, build, run_program
 from codegen.compiler import front
 from codegen.diagnostics import Reporter
 from codegen.model import main_parameters
-from reactors.arguments import Code, parse_value
+from reactors.model.arguments import Code, parse_value
 from rl_algos.config import ConfigError, hyperparameters
 
 

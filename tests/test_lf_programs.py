@@ -6,8 +6,8 @@ each program checks its own values and exits non-zero on a wrong one. Files with
 reactor are libraries and are not run.
 
 On several workers a program must exit alike, print byte-identical stdout and compute the same
-value on every port at every tag (``--digest``, reactors/trace.py). Programs whose results may
-legitimately differ carry a line ``// determinism: skip (<reason>)`` (they depend on physical
+value on every port at every tag (``--digest``, reactors/records/trace.py). Programs whose results
+may legitimately differ carry a line ``// determinism: skip (<reason>)`` (they depend on physical
 time, or share objects through module globals, which are per process); they still run on two
 worker threads and must exit alike.
 """

@@ -162,3 +162,23 @@ def test_a_failed_build_leaves_no_stamp(tmp_path, capsys):
     hello.write_text(HELLO)
     assert build_quietly("-o", out, str(hello)) == 0 and stamp.exists()
     capsys.readouterr()
+
+
+def test_the_compiler_digest_covers_the_runtime_modules_the_compiler_imports():
+    """A build is out of date when a runtime module that the compiler imports changes, in
+    whichever subpackage of ``reactors`` it lives (the packages' ``__init__`` run too); the
+    modules that only a running program imports (the launcher, the workers) do not count."""
+    files = {os.path.relpath(f, ROOT) for f in incremental.compiler_files()}
+    for needed in (
+        "reactors/__init__.py",
+        "reactors/api.py",
+        "reactors/core/__init__.py",
+        "reactors/core/tag.py",  # codegen.units
+        "reactors/core/reactor.py",  # codegen.scope
+        "reactors/model/program.py",  # codegen.compiler
+        "reactors/parallel/placement.py",  # codegen.compiler
+        "reactors/parallel/topology.py",  # imported by placement
+    ):
+        assert needed in files, needed
+    assert "reactors/launch/main.py" not in files  # only reactors.api's calls import it
+    assert "reactors/parallel/supervisor.py" not in files

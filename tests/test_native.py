@@ -19,10 +19,11 @@ from reactors import native
 def _fake_build(tmp_path: Path, digests: dict[str, str]) -> Path:
     """A build folder with empty extension files and a manifest of ``digests``."""
     suffix = native._suffix()
-    (tmp_path / "reactors").mkdir()
     (tmp_path / f"{native.GROUP}__mypyc{suffix}").touch()
-    for name in native.MODULES:
-        (tmp_path / "reactors" / f"{name}{suffix}").touch()
+    for name in native.MODULES:  # a module of a subpackage in its folder: core/engine
+        file = tmp_path.joinpath("reactors", *name.split(".")).with_suffix(suffix)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.touch()
     manifest = {"suffix": suffix, "sources": digests}
     (tmp_path / native.MANIFEST).write_text(json.dumps(manifest))
     return tmp_path
@@ -32,12 +33,13 @@ def test_a_build_of_the_current_sources_is_found(tmp_path):
     files = native.built(_fake_build(tmp_path, native.source_digests()))
     assert files is not None
     assert set(files) == {f"reactors.{m}" for m in native.MODULES} | {"reactors__mypyc"}
-    assert files["reactors.worker"] == str(tmp_path / "reactors" / f"worker{native._suffix()}")
+    worker = tmp_path / "reactors" / "parallel" / f"worker_scheduler{native._suffix()}"
+    assert files["reactors.parallel.worker_scheduler"] == str(worker)
 
 
 def test_a_stale_build_is_never_loaded(tmp_path):
     digests = native.source_digests()
-    digests["worker"] = "0" * 64  # built from another worker.py
+    digests["parallel.worker_scheduler"] = "0" * 64  # built from another worker_scheduler.py
     assert native.built(_fake_build(tmp_path, digests)) is None
 
 
@@ -47,7 +49,7 @@ def test_a_build_for_another_interpreter_or_incomplete_is_not_loaded(tmp_path):
     (build_dir / native.MANIFEST).write_text(json.dumps(dict(manifest, suffix=".cpython-39.so")))
     assert native.built(build_dir) is None
     (build_dir / native.MANIFEST).write_text(json.dumps(manifest))
-    (build_dir / "reactors" / f"sync{native._suffix()}").unlink()
+    (build_dir / "reactors" / "parallel" / f"sync{native._suffix()}").unlink()
     assert native.built(build_dir) is None
     assert native.built(tmp_path / "nothing here") is None
 

@@ -1,4 +1,4 @@
-"""The network transport between nodes (reactors.net), in one process: a writer's node and a
+"""The network transport between nodes (reactors.cluster.net), in one process: a writer's node and a
 reader's node are two control blocks (bytearrays) and two segment prefixes, joined by TCP on
 127.0.0.1. The runs over a Ray cluster are in test_cluster.py."""
 
@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reactors import net, shm
-from reactors.net import NetChannels, NetControl, NetPlan
-from reactors.port import Port
-from reactors.ray_actor import ReceiverProcess
-from reactors.sync import (
+from reactors.cluster import net
+from reactors.cluster.net import NetChannels, NetControl, NetPlan
+from reactors.cluster.ray_actor import ReceiverProcess
+from reactors.cluster.wire import FRAME, K_CELLS, SUPERVISOR, Link, NetError, Receiver, new_secret
+from reactors.core.port import Port
+from reactors.parallel import shm
+from reactors.parallel.sync import (
     DONE,
     GO_M,
     GO_SEQ,
@@ -32,7 +34,6 @@ from reactors.sync import (
     W_READY,
     Control,
 )
-from reactors.wire import FRAME, K_CELLS, SUPERVISOR, Link, NetError, Receiver, new_secret
 
 WORKERS, CHANNELS = 2, 3
 
@@ -334,7 +335,7 @@ BOUND_S = 1.0
 def short_handshakes(monkeypatch):
     """Receivers made meanwhile give a connection 0.5 s to prove itself and keep at most 16
     waiting for their proof."""
-    from reactors import handshake
+    from reactors.cluster import handshake
 
     monkeypatch.setattr(handshake, "AUTH_S", 0.5)
     monkeypatch.setattr(handshake, "PENDING", 16)
@@ -413,9 +414,9 @@ def test_a_peer_answering_one_byte_at_a_time_is_cut_at_the_handshake_deadline(
 
 _OUT_OF_FDS = """
 import resource, sys, threading
-from reactors.sync import Control, GO_SEQ
-from reactors.wire import Receiver
-import reactors.handshake as handshake
+from reactors.parallel.sync import Control, GO_SEQ
+from reactors.cluster.wire import Receiver
+import reactors.cluster.handshake as handshake
 handshake.AUTH_S = 2.0
 secret = bytes.fromhex(sys.argv[1])
 far = Control(bytearray(Control.size(2, 3)), 2, 3)

@@ -19,10 +19,10 @@ import pytest
 from conftest import build, lfc, run_program
 from runtime_fixtures.graphkit import Kit
 
-from reactors import placement, shm, topology
-from reactors.port import Port
-from reactors.program import Program
-from reactors.sync import Control
+from reactors.core.port import Port
+from reactors.model.program import Program
+from reactors.parallel import placement, shm, topology
+from reactors.parallel.sync import Control
 
 HERE = Path(__file__).resolve().parent
 FAULTS = HERE / "parallel_fixtures" / "Faults.lf"
@@ -361,7 +361,7 @@ def test_physical_actions_and_stop_requests_from_threads(tmp_path, backend, sour
 
 
 def test_digest_encoding_and_merge(tmp_path):
-    from reactors import trace
+    from reactors.records import trace
 
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
     assert trace.encode(a) == trace.encode(a.copy(order="F"))  # layout does not matter

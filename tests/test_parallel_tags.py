@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from conftest import ROOT, build, run_digest, run_program, same_on_any_workers
 
-from reactors import costs, shm
-from reactors.codec import Packer, Unpacker
-from reactors.errors import GraphError
-from reactors.placement import place
-from reactors.plan import free_running, make_plan
-from reactors.port import Port
-from reactors.program import Prediction, Program, WorkerChoice
-from reactors.sync import C_PACK, LOADAVG_ENV, Contention, Control
-from reactors.topology import Crossing, batches
+from reactors.core.errors import GraphError
+from reactors.core.port import Port
+from reactors.model.program import Prediction, Program, WorkerChoice
+from reactors.parallel import costs, shm
+from reactors.parallel.codec import Packer, Unpacker
+from reactors.parallel.placement import place
+from reactors.parallel.plan import free_running, make_plan
+from reactors.parallel.sync import C_PACK, LOADAVG_ENV, Contention, Control
+from reactors.parallel.topology import Crossing, batches
 
 BENCH = ROOT / "lf_src" / "bench"
 EDGES = ROOT / "tests" / "parallel_fixtures" / "Edges.lf"
@@ -375,7 +375,7 @@ def test_a_wait_asks_whether_the_cores_are_free_when_it_starts_not_once_per_peri
     import threading
     import time
 
-    from reactors import sync
+    from reactors.parallel import sync
 
     fake = tmp_path / "loadavg"
     fake.write_text("0.10 0.10 0.10 1/300 1234\n")  # only the waiter runs
@@ -566,7 +566,7 @@ def test_same_values_on_two_workers_while_other_processes_keep_the_cores_busy(en
 
 def test_refined_placement_keeps_groups_and_predicts_no_worse(envbank):
     _, graph = envbank
-    from reactors.placement import groups, place
+    from reactors.parallel.placement import groups, place
 
     profile = _profile(graph, 15_000.0, hub_ns=40_000.0)
     per_rank = profile.per_rank(graph)
@@ -599,7 +599,7 @@ def test_w0_runs_with_the_chosen_placement_and_the_same_results(envbank, tmp_pat
 def test_a_profile_holds_for_the_parameters_it_was_measured_with(envbank):
     import dataclasses
 
-    from reactors.arguments import Argument
+    from reactors.model.arguments import Argument
 
     _, graph = envbank
     other = dataclasses.replace(graph, arguments=(Argument("iters", "50"),))

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from conftest import build, lfc, run_program
 
-from reactors.arguments import argument
-from reactors.errors import LaunchError
-from reactors.options import parse_options
-from reactors.program import MainParameter
+from reactors.core.errors import LaunchError
+from reactors.launch.options import parse_options
+from reactors.model.arguments import argument
+from reactors.model.program import MainParameter
 
 KINDS = """target Python { fast: true }
 main reactor Kinds(seed = 1, lr = 1e-3, on = true, env_id = "CartPole-v1", delay = 5 msec,

@@ -1,5 +1,5 @@
 """Recording a run's inputs from outside logical time and replaying them (``--record``,
-``--replay``; reactors/replay.py).
+``--replay``; reactors/records/replay.py).
 
 The program, tests/replay_fixtures/Sensor.lf, takes physical-action events from a thread at
 random wall-clock times, reads physical time in reactions, has a deadline and a ``~>``
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build, run_program
 
-from reactors import checksums, recording, replay
+from reactors.records import port_checksums, recording_file, replay
 
 FIXTURES = ROOT / "tests" / "replay_fixtures"
 VARIANTS = [("-w", "1"), ("-w", "2"), ("-w", "2", "--backend", "threads"), ("-w", "3")]
@@ -154,7 +154,7 @@ def test_recording_of_another_program_is_refused(sensor, tmp_path):
 def test_digest_keys_tell_values_dtypes_and_shapes_apart():
     import numpy as np
 
-    from reactors.port import Port
+    from reactors.core.port import Port
 
     def digest(*values):
         ports = []
@@ -162,7 +162,7 @@ def test_digest_keys_tell_values_dtypes_and_shapes_apart():
             p = Port(f"main.p{i}")
             p._v = v
             ports.append(p)
-        keys, sums = checksums.sums_of(ports, None)
+        keys, sums = port_checksums.sums_of(ports, None)
         return list(zip(keys, sums))
 
     a = np.arange(6, dtype=np.float32)
@@ -175,7 +175,11 @@ def test_digest_keys_tell_values_dtypes_and_shapes_apart():
     objects = np.array([(1, 2), "x"], dtype=object)
     assert digest(objects) == digest(np.array([(1, 2), "x"], dtype=object))  # by value
     assert digest(objects) != digest(np.array([(1, 2), "y"], dtype=object))
-    assert checksums.crc(np.float64(2.5)) == checksums.crc(np.float64(2.5)) != checksums.crc(2.5)
+    assert (
+        port_checksums.crc(np.float64(2.5))
+        == port_checksums.crc(np.float64(2.5))
+        != port_checksums.crc(2.5)
+    )
 
 
 #: Tags of a Counter run (``--count``), and the one from which the changed copy departs.
@@ -260,7 +264,7 @@ def test_equal_values_encode_alike_whatever_they_share():
 
     import numpy as np
 
-    from reactors.trace import encode
+    from reactors.records.trace import encode
 
     a = np.arange(3, dtype=np.float32)
     crossed = np.zeros(3, pickle.loads(pickle.dumps(a.dtype)))  # as a buffer of crossed values
@@ -279,7 +283,7 @@ def test_a_killed_run_on_two_workers_replays_up_to_the_last_tag_both_recorded(tm
     import pickle
 
     for k, last in ((0, (5_000_000, 0)), (1, (3_000_000, 0))):
-        part = recording.Writer(str(tmp_path / f"run.lfrec.w{k}"), "run.lfrec")
+        part = recording_file.Writer(str(tmp_path / f"run.lfrec.w{k}"), "run.lfrec")
         part.head({"program": "P", "graph": "g", "workers": 2, "start_time": 0})
         part.chunk(pickle.dumps([("w", None), ("t", *last)]))
         part.close()

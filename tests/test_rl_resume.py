@@ -27,7 +27,7 @@ import pytest
 import torch
 from conftest import ROOT, build
 
-from reactors import snapshot_file, snapshot_runs
+from reactors.records import snapshot_file, snapshot_runs
 from rl_algos import salvage
 from rl_algos.device import configure_torch
 from rl_algos.evaluate import load_policy

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import build
 
-from reactors.errors import SourceMap, format_exception
+from reactors.core.errors import SourceMap, format_exception
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fault_fixtures"
@@ -86,10 +86,13 @@ def test_frames_of_the_compiled_runtime_are_left_out_of_a_reactions_traceback(
     tmp_path, monkeypatch
 ):
     """mypyc names a compiled module's frames by its path relative to the project
-    (``reactors/worker.py``), not by the absolute path of the sources."""
+    (``reactors/parallel/worker_scheduler.py``), not by the absolute path of the sources."""
     monkeypatch.chdir(tmp_path)  # a program runs anywhere
     runtime: dict = {}
-    exec(compile("def run(body):\n    body()\n", "reactors/worker.py", "exec"), runtime)
+    exec(
+        compile("def run(body):\n    body()\n", "reactors/parallel/worker_scheduler.py", "exec"),
+        runtime,
+    )
     user = tmp_path / "user.py"
     user.write_text("def reaction_function_3(self):\n    raise KeyError('k')\n")
     space: dict = {}
@@ -100,9 +103,9 @@ def test_frames_of_the_compiled_runtime_are_left_out_of_a_reactions_traceback(
         exc = e
     text, _ = format_exception(exc, SourceMap(str(user), [(1, 2, "/x/Main.lf", 10)]))
     frames = [line for line in text.splitlines() if line.startswith("  File")]
-    assert "reactors/worker.py" not in text, text
+    assert "reactors/parallel/worker_scheduler.py" not in text, text
     assert frames[-1] == '  File "/x/Main.lf", line 11, in reaction 4', text
-    assert "reactors/worker.py" in "".join(traceback.format_exception(exc))
+    assert "reactors/parallel/worker_scheduler.py" in "".join(traceback.format_exception(exc))
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import json
 import pytest
 from conftest import build, run_program
 
-from reactors.arguments import Code, argument, parse_value, values
-from reactors.errors import LaunchError
-from reactors.options import parse_options
-from reactors.program import MainParameter
-from reactors.tag import FOREVER, MSEC, SEC
+from reactors.core.errors import LaunchError
+from reactors.core.tag import FOREVER, MSEC, SEC
+from reactors.launch.options import parse_options
+from reactors.model.arguments import Code, argument, parse_value, values
+from reactors.model.program import MainParameter
 
 PROG = """target Python { fast: true }
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from reactors.context import new_run_id
+from reactors.core.context import new_run_id
 from rl_algos import runlog
 
 START_NS = 1_700_000_000_123_456_789  # every run below starts in the same millisecond

@@ -8,7 +8,7 @@ import pytest
 from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, ReactorBase, lf, request_stop
-from reactors.refs import ActionArg
+from reactors.model.references import ActionArg
 
 LOG = []
 

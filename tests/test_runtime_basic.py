@@ -5,7 +5,7 @@ import pytest
 from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import MSEC, Make, ReactorBase, lf, request_stop
-from reactors.refs import BankArg, BankPortsArg, ChannelKey, ChannelsArg
+from reactors.model.references import BankArg, BankPortsArg, ChannelKey, ChannelsArg
 
 LOG = []
 
@@ -489,7 +489,7 @@ def test_bank_ports_argument_and_transport_trigger():
 
 
 def test_port_trigger_marks_present_without_changing_value():
-    from reactors.port import Port
+    from reactors.core.port import Port
 
     marked, rq = [], []
     p = Port("x")
@@ -502,7 +502,7 @@ def test_port_trigger_marks_present_without_changing_value():
 
 
 def test_channels_that_trigger_the_same_reactions_queue_them_once_per_tag():
-    from reactors.port import Port, group_fan_ins
+    from reactors.core.port import Port, group_fan_ins
 
     marked, rq = [], []
     ports = [Port(f"obs[{i}]") for i in range(3)]

@@ -4,9 +4,9 @@ import pytest
 from runtime_fixtures.graphkit import Kit
 
 from reactors.api import ReactorBase
-from reactors.build import build
-from reactors.errors import GraphError, SourceMap
-from reactors.port import Multiport
+from reactors.core.errors import GraphError, SourceMap
+from reactors.core.port import Multiport
+from reactors.model.build import build
 
 
 class Empty(ReactorBase):

@@ -4,16 +4,16 @@ rule, where a physical event lands and advancing to a tag."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reactors.engine import (
+from reactors.core.engine import (
     TagEngine,
     Timing,
     decide,
     physical_tag,
     start_tag,
 )
-from reactors.eventq import EventQueue
-from reactors.log import Log
-from reactors.tag import FOREVER, NEVER_INT64
+from reactors.core.event_queue import EventQueue
+from reactors.core.log import Log
+from reactors.core.tag import FOREVER, NEVER_INT64
 
 NOW = (100, 2)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import build, child_pids
 
-from reactors import launch, shm
+from reactors.launch import main as launch_main
+from reactors.parallel import shm
 
 HERE = Path(__file__).resolve().parent
 CHATTER = HERE / "fault_fixtures" / "Chatter.lf"
@@ -177,7 +178,7 @@ def test_small_shm_stops_a_parallel_run_at_start(chatter, monkeypatch, capsys):
     spec = importlib.util.spec_from_file_location("chatter_small_shm", gen / "Chatter.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    status = launch.main(module, str(gen / "graph.json"), ["-w", "2"])
+    status = launch_main.main(module, str(gen / "graph.json"), ["-w", "2"])
     err = capsys.readouterr().err
     assert status == 1 and "/dev/shm is too small" in err and "Traceback" not in err, err
     assert not _segments(os.getpid())
@@ -330,9 +331,9 @@ def test_a_worker_ending_after_another_failed_is_left_to_that_failure():
     failure's status), while the same exit with no failure reported is a WorkerDied. (The
     race behind a KeyboardInterrupt raised by a reaction ending with status 1 instead of 130
     when the supervisor saw the other worker's exit first.)"""
-    from reactors.processes import ProcessTransport
-    from reactors.sync import FAILS, STATUS, W_FAILED, W_READY, Control
-    from reactors.transport import WorkerDied
+    from reactors.parallel.processes import ProcessTransport
+    from reactors.parallel.sync import FAILS, STATUS, W_FAILED, W_READY, Control
+    from reactors.parallel.transport import WorkerDied
 
     class Ended:  # a worker process that exited with status 0
         exitcode = 0

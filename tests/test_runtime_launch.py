@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, build
 
-from reactors.errors import LaunchError
-from reactors.options import parse_options
-from reactors.tag import MSEC, SEC
-from reactors.target import TargetSettings
+from reactors.core.errors import LaunchError
+from reactors.core.tag import MSEC, SEC
+from reactors.launch.options import parse_options
+from reactors.model.target import TargetSettings
 
 FIX = Path(__file__).resolve().parent / "runtime_fixtures"
 FAILING_LF = str(FIX / "Failing" / "Failing.lf")

@@ -8,9 +8,9 @@ from conftest import ROOT, build
 from runtime_fixtures.graphkit import Kit, act
 
 from reactors.api import ReactorBase
-from reactors.errors import GraphError, ProgramFormatError
-from reactors.program import FORMAT_VERSION, PLAIN_WIDTH, LineRange, PortKind, Program, load
-from reactors.refs import BankArg, ChannelKey, ChannelsArg, MutableArg
+from reactors.core.errors import GraphError, ProgramFormatError
+from reactors.model.program import FORMAT_VERSION, PLAIN_WIDTH, LineRange, PortKind, Program, load
+from reactors.model.references import BankArg, ChannelKey, ChannelsArg, MutableArg
 
 
 def small_program() -> Program:

@@ -25,7 +25,7 @@ from reactors.api import (
     Tag,
     lf,
 )
-from reactors.units import parse_duration
+from reactors.core.units import parse_duration
 
 
 def test_units():

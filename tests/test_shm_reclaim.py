@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from conftest import build
 
-from reactors import owner
+from reactors.parallel import shm_owner
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fault_fixtures"
 
 pytestmark = pytest.mark.skipif(
-    not os.path.isdir("/proc/self") or not os.path.isdir(owner.SHM_DIR), reason="Linux only"
+    not os.path.isdir("/proc/self") or not os.path.isdir(shm_owner.SHM_DIR), reason="Linux only"
 )
 
 
 def _segments(pid: int) -> list[str]:
-    return [n for n in os.listdir(owner.SHM_DIR) if n.startswith(f"lf{pid}x")]
+    return [n for n in os.listdir(shm_owner.SHM_DIR) if n.startswith(f"lf{pid}x")]
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +77,12 @@ def test_a_live_runs_segments_are_left_alone(chatter):
     try:
         assert p.stdout.readline()
         before = set(_segments(p.pid))
-        owner.reclaim()
+        shm_owner.reclaim()
         assert before and before <= set(_segments(p.pid))
     finally:
         p.kill()
         p.communicate()
-    owner.reclaim()  # it was killed: its segments go now
+    shm_owner.reclaim()  # it was killed: its segments go now
     assert not _segments(p.pid)
 
 
@@ -92,15 +92,15 @@ def _name(pid: int, start: int, space: str, what: str = "ctl") -> str:
 
 def test_only_entries_of_dead_owners_of_this_space_are_removed(tmp_path):
     me = os.getpid()
-    start = owner.process_stat(me)[1]
-    here = owner.space()
+    start = shm_owner.process_stat(me)[1]
+    here = shm_owner.space()
     dead = subprocess.Popen(["sleep", "5"])
-    dead_start = owner.process_stat(dead.pid)[1]
+    dead_start = shm_owner.process_stat(dead.pid)[1]
     dead.kill()
     dead.wait()
     zombie = subprocess.Popen(["true"])
-    zombie_start = owner.process_stat(zombie.pid)[1]
-    while owner.process_stat(zombie.pid)[0] != "Z":
+    zombie_start = shm_owner.process_stat(zombie.pid)[1]
+    while shm_owner.process_stat(zombie.pid)[0] != "Z":
         time.sleep(0.01)
     other_space = f"{(int(here, 16) + 1) % (1 << 32):08x}"
     kept = [
@@ -119,14 +119,14 @@ def test_only_entries_of_dead_owners_of_this_space_are_removed(tmp_path):
     ]
     for n in kept + removed:
         (tmp_path / n).write_bytes(b"")
-    assert owner.reclaim(str(tmp_path)) == len(removed)
+    assert shm_owner.reclaim(str(tmp_path)) == len(removed)
     zombie.wait()
     assert sorted(os.listdir(tmp_path)) == sorted(kept)
 
 
 def test_a_runs_prefix_names_its_owner():
-    prefix = owner.run_prefix()
-    pid, start = os.getpid(), owner.process_stat(os.getpid())[1]
-    assert prefix.startswith(f"lf{pid}x{start}t{owner.space()}")
+    prefix = shm_owner.run_prefix()
+    pid, start = os.getpid(), shm_owner.process_stat(os.getpid())[1]
+    assert prefix.startswith(f"lf{pid}x{start}t{shm_owner.space()}")
     assert len(prefix) == len(f"lf{pid}x{start}t") + 16
-    assert owner.run_prefix() != prefix
+    assert shm_owner.run_prefix() != prefix

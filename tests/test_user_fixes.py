@@ -13,8 +13,8 @@ from conftest import ROOT, build, lfc, run_program
 from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, render, workers_text
-from reactors.options import usage
-from reactors.program import MainParameter, Program, WorkerChoice, load
+from reactors.launch.options import usage
+from reactors.model.program import MainParameter, Program, WorkerChoice, load
 
 LOGGER = ROOT / "lf_src" / "lib" / "Logger.lf"
 

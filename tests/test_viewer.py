@@ -15,7 +15,7 @@ from conftest import LF_TESTS, ROOT
 from codegen.compiler import compile_file
 from codegen.diagnostics import Reporter
 from codegen.viewer import Diagram, format_time, load_trace, reaction_key, render
-from reactors.program import FORMAT_VERSION, Program
+from reactors.model.program import FORMAT_VERSION, Program
 
 PROGRAMS = {
     "NestedBanks": LF_TESTS / "multiport" / "NestedBanks.lf",

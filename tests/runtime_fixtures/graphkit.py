@@ -1,9 +1,9 @@
 """A tiny stand-in for the compiler's back end, for runtime tests.
 
 Tests describe a program as reactor classes (written like generated code) plus instances,
-reactions and connections; :class:`Kit` turns that into a :class:`reactors.program.Program`
+reactions and connections; :class:`Kit` turns that into a :class:`reactors.model.program.Program`
 (levels, inferred deadlines and ranks computed as spec §3.5 says) and a module object, and runs
-it through ``reactors.launch.run_graph``. Everything is built from the model's own classes, so
+it through ``reactors.launch.main.run_graph``. Everything is built from the model's own classes, so
 the description cannot drift from what the compiler writes.
 
 Trigger/source/effect items:
@@ -17,10 +17,10 @@ import dataclasses
 import types
 from collections.abc import Callable, Sequence
 
-from reactors import program as pm
-from reactors import refs
 from reactors.api import ReactorBase
-from reactors.launch import run_graph
+from reactors.launch.main import run_graph
+from reactors.model import program as pm
+from reactors.model import references
 
 Item = str | tuple
 BIG = 1 << 63
@@ -117,7 +117,7 @@ class Kit:
         triggers: Sequence[Item] = (),
         sources: Sequence[Item] = (),
         effects: Sequence[Item] = (),
-        args: Sequence[refs.Arg] | None = None,
+        args: Sequence[references.Arg] | None = None,
         deadline: int | None = None,
         mode: str | None = None,
         name: str | None = None,
@@ -158,8 +158,10 @@ class Kit:
         for i in range(width):
             self.channels.append(pm.Channel(src, sport, src_ch + i, dst, dport, dst_ch + i))
 
-    def _default_args(self, rid: int, items: list[Item], mutable: Sequence[str]) -> list[refs.Arg]:
-        args: list[refs.Arg] = []
+    def _default_args(
+        self, rid: int, items: list[Item], mutable: Sequence[str]
+    ) -> list[references.Arg]:
+        args: list[references.Arg] = []
         seen: set = set()
         contained: dict[int, int] = {}  # child id -> position in args
         for t in items:
@@ -167,18 +169,18 @@ class Kit:
                 continue
             seen.add(t)
             if t[0] == "action":
-                args.append(refs.ActionArg(t[1], t[1]))
+                args.append(references.ActionArg(t[1], t[1]))
             elif t[0] == "mode":
-                args.append(refs.ModeArg(t[1], t[1], refs.Transition(t[2])))
+                args.append(references.ModeArg(t[1], t[1], references.Transition(t[2])))
             elif t[1] == rid:
-                arg = refs.MutableArg if t[2] in mutable else refs.PortArg
+                arg = references.MutableArg if t[2] in mutable else references.PortArg
                 args.append(arg(t[2], rid, t[2]))
             elif t[1] in contained:
                 c = args[contained[t[1]]]
                 args[contained[t[1]]] = dataclasses.replace(c, ports=(*c.ports, t[2]))
             else:
                 contained[t[1]] = len(args)
-                args.append(refs.ContainedArg(self.reactors[t[1]].short, t[1], (t[2],)))
+                args.append(references.ContainedArg(self.reactors[t[1]].short, t[1], (t[2],)))
         return args
 
     # ------------------------------------------------------------------ analysis
@@ -249,11 +251,11 @@ class Kit:
         readers: dict[tuple, list[pm.ReactionSpec]] = {}
         for r in rx:
             for t in r.triggers + r.sources:
-                if isinstance(t, refs.PortRef):
+                if isinstance(t, references.PortRef):
                     readers.setdefault((t.reactor, t.name), []).append(r)
         for r in rx:
             for e in r.effects:
-                if isinstance(e, refs.PortRef):
+                if isinstance(e, references.PortRef):
                     self._reach(r, (e.reactor, e.name), down, readers, succ)
         return succ
 
@@ -282,12 +284,12 @@ def _port(p: str | tuple[str, int]) -> pm.PortSpec:
     return pm.PortSpec(name=name, kind=pm.PortKind.OUTPUT, width=width)
 
 
-def _ref(t: Item) -> refs.Ref:
+def _ref(t: Item) -> references.Ref:
     if isinstance(t, str):
-        return refs.BuiltinTrigger(refs.Builtin(t))
+        return references.BuiltinTrigger(references.Builtin(t))
     kind = t[0]
     if kind == "port":
-        return refs.PortRef(t[1], t[2])
+        return references.PortRef(t[1], t[2])
     if kind == "mode":
-        return refs.ModeRef(t[1], refs.Transition(t[2]))
-    return refs.TimerRef(t[1]) if kind == "timer" else refs.ActionRef(t[1])
+        return references.ModeRef(t[1], references.Transition(t[2]))
+    return references.TimerRef(t[1]) if kind == "timer" else references.ActionRef(t[1])

@@ -1,0 +1,85 @@
+"""The process-wide runtime context that ``lf.*`` and ``ReactorBase`` methods consult.
+
+Reaction code calls free functions (``lf.tag()``, ``request_stop()``) with no handle to the
+runtime, so the running program registers itself here. One context per process: the
+processes transport sets it once in each worker process; the threads transport sets ``sched``
+to a stand-in that forwards to the calling worker thread's scheduler.
+"""
+
+from __future__ import annotations
+
+import uuid
+from time import time_ns
+from typing import Protocol
+
+from .log import Log
+from .reaction import Reaction
+
+
+class RunningScheduler(Protocol):
+    """What the API functions read from the running scheduler (times in ns)."""
+
+    @property
+    def time(self) -> int: ...
+
+    @property
+    def micro(self) -> int: ...
+
+    @property
+    def start_time(self) -> int: ...
+
+    @property
+    def current(self) -> Reaction | None: ...
+
+    def request_stop(self) -> None: ...
+
+    def stop_signalled(self) -> bool: ...
+
+    def physical_time(self) -> int: ...
+
+
+def new_run_id() -> str:
+    """A fresh run id: 32 lowercase hex digits, unique across runs and machines."""
+    return uuid.uuid4().hex
+
+
+class Idle:
+    """Stands in for the scheduler before one runs: time 0, nothing running."""
+
+    time = micro = start_time = 0
+    current = None
+    finished = False
+
+    def request_stop(self) -> None:
+        """Nothing to stop yet."""
+
+    @staticmethod
+    def stop_signalled() -> bool:
+        """No run, no signal to stop it."""
+        return False
+
+    @staticmethod
+    def physical_time() -> int:
+        """Physical time (ns since the epoch)."""
+        return time_ns()
+
+
+class Context:
+    """What the API functions need: the scheduler (an :class:`Idle` before one runs),
+    the program's directories, the runtime's :class:`reactors.core.log.Log` and the run id (made
+    once by the launcher before workers start and handed to each; a fresh one stands in for
+    code that runs outside a launched program)."""
+
+    __slots__ = ("sched", "source_directory", "package_directory", "log", "trace_handles", "run_id")
+
+    def __init__(self) -> None:
+        self.sched: RunningScheduler = Idle()
+        self.source_directory = ""
+        self.package_directory = ""
+        self.log = Log("info")
+        self.trace_handles = 0
+        self.run_id = new_run_id()
+
+
+#: The single context of this process.
+CTX = Context()
