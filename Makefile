@@ -15,10 +15,10 @@ SHELL := bash
 # no folder for it ("WARNING: Location 'file:///...' is ignored: it is neither a file nor a
 # directory."); those lines alone are dropped, everything else pip prints stays.
 PIP_NOISE := ^WARNING: Location 'file://[^']*' is ignored: it is neither a file nor a directory\.$$
-DEV_EXTRAS := rl,test,native,atari,cluster
+DEV_EXTRAS := rl,test,native,atari,cluster,docs
 pip_install = @echo "pip install $(1)"; $(PY) -m pip install -q $(1) 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 
-.PHONY: install native build run test lint bench graph clean
+.PHONY: install native build run test lint bench graph docs clean
 
 install: $(STAMP)
 
@@ -87,6 +87,11 @@ bench: install native
 graph: build
 	@programs=$$($(LIST_PROGRAMS)) && for f in $$programs; do $(VENV)/bin/lfc-graph src-gen/$$(basename $$f .lf)/graph.json || exit 1; done
 
+# The documentation site, from docs/ (mkdocs.yml) into site/; open site/index.html. A broken
+# link or anchor, or a page left out of the nav, stops it (tests/test_site.py checks the same).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf bin src-gen runs .pytest_cache build
+	rm -rf bin src-gen runs .pytest_cache build site
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

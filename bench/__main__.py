@@ -3,7 +3,7 @@
 Usage: python -m bench [--quick] [--only NAME ...]
 
 Benchmark workloads 1 to 5 (``gym_sim``, ``atari_sim``, ``sync_qlearn``, ``multi_agent``,
-``broadcast16``) are the reactor paper's (Kwok, Lohstroh, Lee, SPAA 2024; README, Benchmarks).
+``broadcast16``) are the reactor paper's (Kwok, Lohstroh, Lee, SPAA 2024; docs/benchmarks.md).
 """
 
 from __future__ import annotations

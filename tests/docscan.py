@@ -1,12 +1,14 @@
 """Reading README.md and docs/**/*.md as a user does (tests/test_docs.py): the code they show
 (indented and fenced blocks, inline code), the commands in it and the output shown after a
-``$ command``, and the files, modules, programs, make targets and options they name."""
+``$ command``, the files, modules, programs, make targets and options they name, and their
+links and headings."""
 
 from __future__ import annotations
 
 import ast
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -158,6 +160,15 @@ def parse_command(code: Code, text: str, output: str = "") -> Command | None:
     return None
 
 
+def program_shown(code: Code) -> str | None:
+    """The main reactor's name when ``code`` is a block holding a complete ``.lf`` program (a
+    ``target`` line, a ``main reactor`` line, no ``...`` left out), else None."""
+    if not code.block or code.lang not in ("", "lf") or "..." in code.text:
+        return None
+    main = re.search(r"^main reactor (\w+)", code.text, re.M)
+    return main.group(1) if main and re.search(r"^target \w+", code.text, re.M) else None
+
+
 def all_code() -> list[Code]:
     """The code of every doc."""
     return [c for doc in DOCS for c in code_of(doc)]
@@ -255,3 +266,87 @@ def shown_pattern(output: str) -> re.Pattern[str]:
     any width, ``...`` for anything."""
     words = re.split(r"(\.\.\.)", " ".join(output.split()))
     return re.compile("".join(".*?" if w == "..." else re.escape(w) for w in words), re.S)
+
+
+# --------------------------------------------------------------------------- links and headings
+
+
+@dataclass(frozen=True)
+class Link:
+    """A relative link of a doc's prose, ``[text](target)``: ``path`` (relative to the doc's
+    folder; "" for the doc itself) and ``anchor`` (after ``#``; "" for none)."""
+
+    doc: Path
+    line: int
+    path: str
+    anchor: str
+
+    def where(self) -> str:
+        """``docs/GUIDE.md:12``."""
+        return f"{_name(self.doc)}:{self.line}"
+
+    def file(self) -> Path:
+        """The file the link points to."""
+        return (self.doc.parent / self.path).resolve() if self.path else self.doc
+
+
+def prose_lines(doc: Path) -> list[tuple[int, str]]:
+    """(number, text) of the lines of ``doc`` outside fenced and indented code blocks (an
+    indented block starts after a blank line and goes on while its lines stay indented)."""
+    out: list[tuple[int, str]] = []
+    fenced = indented = False
+    previous = ""
+    for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            if line.strip():
+                indented = bool(re.match(r"^ {4,}\S", line)) and (indented or not previous.strip())
+            if not indented:
+                out.append((n, line))
+        previous = line
+    return out
+
+
+def links_of(doc: Path) -> list[Link]:
+    """The relative links of ``doc``'s prose (not those to a web address or inside code)."""
+    out = []
+    for n, line in prose_lines(doc):
+        line = re.sub(r"`[^`]*`", "", line)
+        for m in re.finditer(r"\]\(([^()\s]+)\)", line):
+            target = m.group(1)
+            if not re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                path, _, anchor = target.partition("#")
+                out.append(Link(doc, n, path, anchor))
+    return out
+
+
+def headings_of(doc: Path) -> list[str]:
+    """The text of each heading of ``doc`` (``## 2. Changing hyperparameters``), as a reader
+    sees it: no ``#``, code spans and emphasis as their text, links as their words."""
+    out = []
+    for _, line in prose_lines(doc):
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))
+            out.append(re.sub(r"[`*]", "", text))
+    return out
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, what is neither a word character, a
+    space nor a hyphen dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def anchors_of(doc: Path, slug: Callable[[str], str]) -> set[str]:
+    """The anchors of ``doc``'s headings under ``slug``, a repeated one numbered ``-1``,
+    ``-2``... as both GitHub and Python-Markdown do."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in headings_of(doc):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    return out

@@ -33,6 +33,7 @@ SMALL = {
     "bench/Speedup.lf": (["rounds=2", "work=20000"], (), None),
     "bench/EnvBank.lf": (["n=5", "rounds=20", "iters=2"], ("numpy",), None),
     "bench/TinyBank.lf": (["n=5", "rounds=50"], (), None),
+    "Bandits.lf": (["n=5"], (), None),  # the README's program, with an odd bank of 5
     # no port carries a run's directory: every port value is compared
     "CartPolePPO.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),
     "CartPoleDQN.lf": (["max_steps=600", "target_return=0.0"], ("torch", "gymnasium"), None),

@@ -132,10 +132,10 @@ def ran(launchers) -> dict[str, tuple[int, str]]:
 
 def program_help(launcher: Path) -> str:
     """What ``launcher --help`` prints, computed from its graph.json as the launcher does
-    (``reactors.options.usage``) without loading its module, and torch with it; the test
+    (``reactors.launch.options.usage``) without loading its module, and torch with it; the test
     below checks that the two agree on PingPong."""
-    from reactors.options import usage
-    from reactors.program import Program
+    from reactors.launch.options import usage
+    from reactors.model.program import Program
 
     graph = launcher.parent.parent / "src-gen" / launcher.name / "graph.json"
     return usage(Program.load(str(graph)))
@@ -196,18 +196,9 @@ def test_sessions_print_what_the_docs_show(ran):
 
 
 def test_complete_programs_shown_compile_and_are_their_files(tmp_path):
-    shown = [
-        c
-        for c in docscan.all_code()
-        if c.block
-        and c.lang in ("", "lf")
-        and re.search(r"^target \w+", c.text, re.M)
-        and re.search(r"^main reactor \w+", c.text, re.M)
-        and "..." not in c.text
-    ]
+    shown = [(c, name) for c in docscan.all_code() if (name := docscan.program_shown(c))]
     assert shown, "the guide shows a whole program"
-    for c in shown:
-        name = re.search(r"^main reactor (\w+)", c.text, re.M).group(1)
+    for c, name in shown:
         files = sorted((ROOT / "lf_src").rglob(f"{name}.lf"))
         if files:
             assert c.text + "\n" == files[0].read_text(), (
@@ -218,3 +209,58 @@ def test_complete_programs_shown_compile_and_are_their_files(tmp_path):
         (folder / "lib").symlink_to(ROOT / "lf_src" / "lib")
         (folder / f"{name}.lf").write_text(c.text + "\n")
         build(folder / f"{name}.lf", folder / "out")
+
+
+# --------------------------------------------------------------------------- the front door
+
+README = ROOT / "README.md"
+DOCS_DIR = ROOT / "docs"
+
+
+def test_readme_is_a_front_door(programs):
+    """The README fits in about four screens: set-up first, then a whole program that a user
+    can build, with what it prints (run by the test of sessions above), then a link to each
+    page of docs/, where everything else is."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; the rest belongs in docs/"
+    head = "\n".join(lines[:8])
+    assert lines[0].startswith("# ") and "On a fresh machine:" in head, head
+    for target in ("run", "test"):
+        assert re.search(rf"^ {{4}}make {target} +# \w", head, re.M), f"make {target} not on top"
+    names = [name for c in docscan.code_of(README) if (name := docscan.program_shown(c))]
+    assert names, "README.md shows no complete program"
+    assert names[0] in programs, f"{names[0]} is not a program of lf_src/ that make build builds"
+    sessions = [c for c in COMMANDS if c.code.doc == README and c.output and c.name == names[0]]
+    assert sessions, f"README.md shows no $ ./bin/{names[0]} and what it prints"
+    linked = {link.file() for link in docscan.links_of(README)}
+    unlinked = sorted(p.name for p in DOCS_DIR.glob("*.md") if p.resolve() not in linked)
+    assert not unlinked, f"pages of docs/ that README.md does not link: {unlinked}"
+
+
+def test_links_resolve():
+    """Every relative link of the README and of docs/ reaches a file, and its ``#anchor`` a
+    heading both on GitHub and on the site (``make docs``: Python-Markdown's anchors); a page
+    of docs/ links only within docs/, the site's pages (a source file is named as code)."""
+    from markdown.extensions.toc import slugify
+
+    def site_anchor(heading: str) -> str:
+        return slugify(heading, "-")
+
+    checked, broken = 0, []
+    for doc in docscan.DOCS:
+        for link in docscan.links_of(doc):
+            checked += 1
+            target = link.file()
+            if doc.is_relative_to(DOCS_DIR) and not target.is_relative_to(DOCS_DIR):
+                broken.append(f"{link.where()}: {link.path} is outside docs/, not on the site")
+            elif not target.exists():
+                broken.append(f"{link.where()}: {link.path} does not exist")
+            elif link.anchor and target.suffix == ".md":
+                for slug in (docscan.github_anchor, site_anchor):
+                    if link.anchor not in docscan.anchors_of(target, slug):
+                        broken.append(
+                            f"{link.where()}: no heading of {target.name} has the "
+                            f"anchor #{link.anchor} ({slug.__name__})"
+                        )
+    assert checked > 30, checked
+    assert not broken, "links that lead nowhere:\n" + "\n".join(broken)
