@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,6 +67,35 @@ def test_the_next_run_reclaims_what_a_killed_run_left(chatter, other, workers):
     r = subprocess.run([str(other), "-w", workers], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert not _segments(pid), _segments(pid)
+
+
+def test_the_next_run_removes_the_notes_a_killed_run_left(chatter, other, tmp_path):
+    """The notes a run's processes share in the temporary folder (the folder of a snapshot's
+    parts, reactors.core.context.scratch_file) are named after its supervisor, and go with
+    its shared memory when a SIGKILL left them."""
+    p = subprocess.Popen(
+        [str(chatter), "-w", "2", "-o", "60", "sec", "--checkpoint-every-tags", "1"]
+        + ["--checkpoint-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    tmp = tempfile.gettempdir()
+    try:
+        assert p.stdout.readline()
+        deadline = time.monotonic() + 10
+        while not (notes := [n for n in os.listdir(tmp) if n.startswith(f"lf{p.pid}x")]):
+            assert time.monotonic() < deadline, "the run wrote no note of its snapshots' parts"
+            time.sleep(0.01)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+    finally:
+        p.kill()
+        p.communicate()
+    assert all(n.endswith("-snapshot-parts") for n in notes), notes
+    r = subprocess.run([str(other)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not [n for n in notes if os.path.exists(os.path.join(tmp, n))]
 
 
 def test_a_live_runs_segments_are_left_alone(chatter):

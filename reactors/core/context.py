@@ -8,6 +8,8 @@ to a stand-in that forwards to the calling worker thread's scheduler.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import uuid
 from time import time_ns
 from typing import Protocol
@@ -66,11 +68,21 @@ class Idle:
 
 class Context:
     """What the API functions need: the scheduler (an :class:`Idle` before one runs),
-    the program's directories, the runtime's :class:`reactors.core.log.Log` and the run id (made
+    the program's directories, the runtime's :class:`reactors.core.log.Log`, the run id (made
     once by the launcher before workers start and handed to each; a fresh one stands in for
-    code that runs outside a launched program)."""
+    code that runs outside a launched program) and ``owner``, what names the run's supervisor
+    (:func:`reactors.parallel.shm_owner.owner_tag`, handed to the workers as the run id is; ""
+    outside a launched program)."""
 
-    __slots__ = ("sched", "source_directory", "package_directory", "log", "trace_handles", "run_id")
+    __slots__ = (
+        "sched",
+        "source_directory",
+        "package_directory",
+        "log",
+        "trace_handles",
+        "run_id",
+        "owner",
+    )
 
     def __init__(self) -> None:
         self.sched: RunningScheduler = Idle()
@@ -79,7 +91,18 @@ class Context:
         self.log = Log("info")
         self.trace_handles = 0
         self.run_id = new_run_id()
+        self.owner = ""
 
 
 #: The single context of this process.
 CTX = Context()
+
+
+def scratch_file(run_id: str, what: str) -> str:
+    """Where the processes of the run ``run_id`` keep the small note ``what`` they share (a
+    marker that one of them said a message, the folder of a snapshot's parts): a file of the
+    temporary folder whose name starts with the run's owner (:attr:`Context.owner`), so that
+    a note a SIGKILLed run could not remove is removed by the next program that starts
+    (:func:`reactors.parallel.shm_owner.reclaim`); ``lf-<run>-<what>`` outside a launched
+    program."""
+    return os.path.join(tempfile.gettempdir(), f"{CTX.owner or 'lf-'}{run_id[:8]}-{what}")

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from ..native import MODULES
+from .context import scratch_file
 from .log import Log
 from .log import say as _say
 
@@ -230,15 +231,14 @@ def cannot_write(path: str, exc: OSError) -> str:
 def say_once(run_id: str, text: str) -> bool:
     """Whether this worker is the first of the run ``run_id`` to say ``text``: workers that
     fail alike (each cannot write its part of one file on a full disk) say it once. A marker
-    file in the temporary folder claims it (removed by :func:`forget_said`); True when it
-    cannot be made, so that the text is still said."""
-    name = f"lf-said-{run_id}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    return _claim(os.path.join(tempfile.gettempdir(), name))
+    file of the run (:func:`reactors.core.context.scratch_file`) claims it (removed by
+    :func:`forget_said`); True when it cannot be made, so that the text is still said."""
+    return _claim(scratch_file(run_id, f"said-{hashlib.sha256(text.encode()).hexdigest()[:16]}"))
 
 
 def forget_said(run_id: str) -> None:
     """Remove the markers of :func:`say_once` of the run ``run_id`` (at its end)."""
-    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"lf-said-{run_id}-*")):
+    for path in glob.glob(glob.escape(scratch_file(run_id, "said-")) + "*"):
         with contextlib.suppress(OSError):
             os.unlink(path)
 

@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -42,7 +43,7 @@ from ..model.arguments import beneath
 from ..model.build import build
 from ..model.program import Program
 from ..model.target import DEFAULTS
-from ..parallel.shm_owner import reclaim
+from ..parallel.shm_owner import owner_tag, reclaim
 from ..records.checkpoint import attach, claim, run_ended, with_arguments
 from ..records.checkpoint_policy import policy_of
 from ..records.recording_file import ReplayError, load, manifest
@@ -120,6 +121,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
     CTX.run_id = opts.run_id
+    opts.owner = CTX.owner = owner_tag()  # names the run's notes in the temporary folder
     if target.tracing:
         opts.trace_file = os.path.abspath(f"{graph.name or 'program'}.trace.json")
     for what, path in (("--digest", opts.digest), ("the timing trace", opts.trace_file)):
@@ -136,6 +138,7 @@ def run_graph(module: ModuleType, graph: Program, args: Sequence[str] = ()) -> i
     if opts.resume:  # with the parameters of the run it continues
         graph = with_arguments(graph, opts.resume, opts.trust)
     reclaimed = reclaim()  # what runs killed with their process group left in /dev/shm
+    reclaim(tempfile.gettempdir())  # and their notes (reactors.core.context.scratch_file)
     if reclaimed:
         log.log(f"---- Reclaimed {reclaimed} shared-memory segment(s) of ended runs.")
     workers = opts.workers

@@ -128,6 +128,7 @@ class Options:
     digest: str | None = None  # path of the port-value digest file (reactors.records.trace)
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
     run_id: str = field(default_factory=new_run_id)  # one per run, shared by its workers
+    owner: str = ""  # the supervising process (reactors.parallel.shm_owner.owner_tag)
     verbose: bool = False  # explain choices on stderr
     profile: str | None = None  # where a -w 0 run on one worker saves what it measured
     placement: tuple[int, ...] | None = None  # -w 0's placement (worker of each reactor id)

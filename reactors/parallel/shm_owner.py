@@ -61,13 +61,19 @@ def _read(path: str) -> str:
         return f.read().strip()
 
 
-def run_prefix() -> str:
-    """The prefix of what a new run of this process puts in ``/dev/shm`` (see the module's
-    docstring); unique per run (a random token)."""
+def owner_tag() -> str:
+    """``lf<pid>x<start>t<space>``: this process as the owner of what a run leaves behind
+    if it is killed (see the module's docstring); followed by 8 hex digits in every name."""
     pid = os.getpid()
     stat = process_stat(pid)
     start = stat[1] if stat is not None else 0
-    return f"lf{pid}x{start}t{space()}{os.urandom(4).hex()}"
+    return f"lf{pid}x{start}t{space()}"
+
+
+def run_prefix() -> str:
+    """The prefix of what a new run of this process puts in ``/dev/shm`` (see the module's
+    docstring); unique per run (a random token)."""
+    return f"{owner_tag()}{os.urandom(4).hex()}"
 
 
 def reclaim(directory: str = SHM_DIR) -> int:
@@ -106,4 +112,4 @@ def _lives(pid: int, start: int) -> bool:
     return stat is not None and stat[1] == start and stat[0] not in ("Z", "X")
 
 
-__all__ = ["SHM_DIR", "process_stat", "reclaim", "run_prefix", "space"]
+__all__ = ["SHM_DIR", "owner_tag", "process_stat", "reclaim", "run_prefix", "space"]

@@ -58,6 +58,7 @@ def worker_main(
     CTX.source_directory = graph.source_directory
     CTX.package_directory = graph.package_directory
     CTX.run_id = opts.run_id
+    CTX.owner = getattr(opts, "owner", "")
     sched: WorkerScheduler | None = None
     digest: Digest | None = None
     timeline: Timeline | None = None

@@ -27,10 +27,10 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..core.context import scratch_file
 from ..core.errors import cannot_write
 from ..model.json_form import encode
 from ..model.program import Program
@@ -307,7 +307,7 @@ def read_part(path: str) -> bytes:
 
 
 def _parts_marker(run_id: str) -> str:
-    return os.path.join(tempfile.gettempdir(), f"lf-snapshot-parts-{run_id}")
+    return scratch_file(run_id, "snapshot-parts")
 
 
 def note_parts(run_id: str, directory: str) -> None:
