@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -78,7 +80,10 @@ def variant(lf_file: Path, replace: dict[str, str], tmp: Path) -> Path:
 
 
 def scratch() -> Path:
-    return Path(tempfile.mkdtemp(prefix="lfbench-"))
+    """A new folder for a benchmark's builds and runs, removed when this process exits."""
+    path = tempfile.mkdtemp(prefix="lfbench-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return Path(path)
 
 
 def cores() -> int:

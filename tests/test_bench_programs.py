@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
 import sys
 
 import pytest
@@ -175,3 +177,15 @@ def test_tinybank_checksum_is_a_plain_loops(tmp_path, workers):
         for i in range(n):
             checksum = (checksum * 7 + (rnd * 31 + i) % 1000003) % 1000003
     assert got["checksum"] == checksum
+
+
+def test_a_benchmarks_scratch_folder_goes_with_its_process():
+    """bench.common.scratch() folders (builds and runs of a benchmark) are removed when the
+    process that made them exits: a `make bench` leaves nothing in the temporary folder."""
+    code = "from bench.common import scratch; p = scratch(); (p / 'f').write_text('x'); print(p)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    folder = out.stdout.strip()
+    assert folder and not os.path.exists(folder), folder
