@@ -403,8 +403,9 @@ def test_two_resumes_of_a_killed_run_at_once(counter, tmp_path):
     (run,) = snapshots_by_run(folder)
     tag = tag_of(Path(snapshot_file.newest(str(folder))))
     resume = [str(counter), "--resume", str(folder), "-f", "false", "-o", "2", "sec"]
+    env = dict(os.environ, COUNTER_SAYS_LOADED="1")  # the refused one says it before loading
     both = [
-        subprocess.Popen(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         for _ in range(2)
     ]
     out = [p.communicate(timeout=60) for p in both]

@@ -20,6 +20,9 @@ import types
 from collections.abc import Sequence
 
 from ..core.errors import LaunchError
+from ..core.log import Log
+from ..model.program import Program
+from ..model.target import DEFAULTS
 from ..parallel.plan import workers_for
 
 
@@ -43,6 +46,11 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
     opts = read_command_line(stand_in, graph, argv)
     if isinstance(opts, int):  # --help answered, or an error in the command line said
         return opts
+    if opts.resume:  # a run another process writes is refused before the module's imports
+        problem = _resume_refused(graph, opts.resume)
+        if problem:
+            Log(graph.target.logging or DEFAULTS.logging).error(problem)
+            return 1
     if opts.cluster or opts.replay or opts.resume or opts.workers < 2:
         return None
     if workers_for(graph, opts.workers) < 2:
@@ -53,3 +61,17 @@ def run_before_import(path: str, build_id: str, argv: Sequence[str]) -> int | No
         return None
     gc.enable()  # the module turned it off for its imports, which do not happen here
     return run_graph(stand_in, graph, list(argv))
+
+
+def _resume_refused(graph: Program, path: str) -> str | None:
+    """Why ``--resume path`` cannot go on because another process is writing its run
+    (:func:`reactors.records.checkpoint.hold_resumed`: the lock is then this process's), or
+    None."""
+    from ..records.checkpoint import hold_resumed
+    from ..records.snapshot import SnapshotError
+
+    try:
+        hold_resumed(path, graph)
+    except SnapshotError as e:
+        return str(e)
+    return None

@@ -369,6 +369,28 @@ class Resume:
                 hook()
 
 
+def hold_resumed(path: str, graph: Program) -> None:
+    """Take, for this process, the lock of the run that ``--resume path`` continues (as
+    :func:`claim` does, which then finds it held), reading no more than the snapshot's
+    manifest: what the launcher does before the program's module loads, so that a run
+    another process writes is refused at once. Whatever else is wrong with the snapshot is
+    left to :func:`claim` (nothing is said here then).
+
+    Raises:
+        SnapshotError: another process is writing that run (one line naming it and the
+            process).
+    """
+    name = graph.name or "program"
+    try:
+        file = choose(path, name)
+        run_id = str(read_file(file, parts=False, trust=True)[0].get("run_id") or "")
+    except (SnapshotError, OSError, ValueError):
+        return
+    hold(
+        lock_path(os.path.dirname(file), name, run_id), f"cannot resume run {run_id[:8]} of {name}"
+    )
+
+
 def claim(path: str, graph: Program, log: Log, trust: bool = False) -> tuple[str, str]:
     """The snapshot file that ``--resume path`` names for ``graph``
     (:func:`reactors.records.snapshot_runs.choose`), checked (:func:`usable`), and the id of the run
