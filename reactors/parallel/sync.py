@@ -61,7 +61,7 @@ REV: Final = 5
 SLEEP: Final = 6
 STATUS: Final = 7
 CODE: Final = 8
-LOST: Final = 9
+# cell 9 is free
 REPORT: Final = (NEXT_T, 10)
 # while a worker sleeps until a batch's crossings arrive (reactors.parallel.worker_scheduler): the
 # batch's cell and the value it waits for there (WAIT_CELL 0: it sleeps on something else)

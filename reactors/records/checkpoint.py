@@ -383,9 +383,21 @@ def hold_resumed(path: str, graph: Program) -> None:
     name = graph.name or "program"
     try:
         file = choose(path, name)
-        run_id = str(read_file(file, parts=False, trust=True)[0].get("run_id") or "")
+        run_id = _run_of(file)
     except (SnapshotError, OSError, ValueError):
         return
+    _hold_run(file, name, run_id)
+
+
+def _run_of(file: str) -> str:
+    """The run id in the manifest of the snapshot ``file`` ("" for one older than run ids);
+    only the manifest is read, nothing is unpickled."""
+    return str(read_file(file, parts=False, trust=True)[0].get("run_id") or "")
+
+
+def _hold_run(file: str, name: str, run_id: str) -> None:
+    """Take the lock of the run ``run_id`` of the program ``name`` whose snapshot is
+    ``file`` (:func:`reactors.records.run_lock.hold`)."""
     hold(
         lock_path(os.path.dirname(file), name, run_id), f"cannot resume run {run_id[:8]} of {name}"
     )
@@ -405,9 +417,9 @@ def claim(path: str, graph: Program, log: Log, trust: bool = False) -> tuple[str
     """
     name = graph.name or "program"
     file = usable(choose(path, name), graph, trust, log.warn)  # trust: snapshot_file.read_file
-    run_id = str(read_file(file, parts=False, trust=True)[0].get("run_id") or "")
+    run_id = _run_of(file)
     folder = os.path.dirname(file)
-    hold(lock_path(folder, name, run_id), f"cannot resume run {run_id[:8]} of {name}")
+    _hold_run(file, name, run_id)
     mark = finished(folder, name, run_id)
     if mark is not None:
         log.warn(
