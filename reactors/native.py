@@ -40,6 +40,7 @@ MODULES = (
     "core.port",
     "core.scheduler",
     "core.timer",
+    "parallel.agreement",
     "parallel.codec",
     "parallel.coordinator",
     "parallel.shm",

@@ -176,6 +176,7 @@ class NetControl(Control):
         self.plain = Control(buf, workers, channels, batches)
         self.cells = NetCells(self.cells, cell_policy(self), link)  # type: ignore[assignment]
         self.local_cells = self.plain.cells
+        self.one_host = False
 
     def write_report(self, w: int, next_t: int, next_m: int, req_t: int, req_m: int) -> None:
         """As :meth:`Control.write_report`, queued as three frames (odd revision, the report,

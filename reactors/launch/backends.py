@@ -28,6 +28,7 @@ from ..parallel import supervisor
 from ..parallel.plan import Plan, make_plan, workers_for
 from ..parallel.processes import ProcessTransport
 from ..parallel.shm import SharedMemoryFull
+from ..parallel.sync import usable_cores
 from ..parallel.threads import ThreadTransport
 from ..parallel.transport import Transport
 
@@ -46,6 +47,19 @@ def default_backend() -> str:
     return "threads" if gil is not None and not gil() else "processes"
 
 
+def oversubscribed(workers: int, cores: int, log: Log) -> bool:
+    """Say once, on stderr, that ``workers`` is more workers than the ``cores`` this process
+    may use (then some workers wait for a core at every tag: docs/parallel.md, "More workers
+    than cores"); whether it is."""
+    if workers <= cores:
+        return False
+    log.warn(
+        f"{workers} workers on {cores} core(s): more workers than cores take turns on them at "
+        f"every tag, which is slower than -w {cores}; -w 0 chooses at most {cores}"
+    )
+    return True
+
+
 def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -> int:
     """Run on ``workers`` (> 1) workers with ``opts.backend`` (the launcher's options);
     returns the exit status. Raises KeyError for a backend not in :data:`BACKENDS`."""
@@ -58,6 +72,8 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
         transport = functools.partial(RayTransport, address=opts.cluster)
     plan = make_plan(graph, workers, getattr(opts, "placement", None))
     log.log(f"---- Running on {workers} workers ({backend})")
+    if backend == "processes" or (backend == "threads" and default_backend() == "threads"):
+        oversubscribed(workers, usable_cores(), log)
     if opts.fast and graph.physical_actions and not opts.replay:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     try:

@@ -238,14 +238,12 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
     beside the program's module); when it is one worker, the run measures and saves a
     profile."""
     from ..parallel.costs import GRAPH_FILE, PROFILE, Profile, choose_now, explain
-    from ..parallel.sync import CONTENTION
+    from ..parallel.sync import CONTENTION, usable_cores
 
     folder = os.path.dirname(os.path.abspath(module.__file__ or "."))
     path = os.path.join(folder, PROFILE)
     profile = Profile.load(path)
-    choice = choose_now(
-        graph, profile, CONTENTION.cores, CONTENTION.others_now, graph.worker_choice
-    )
+    choice = choose_now(graph, profile, usable_cores(), CONTENTION.others_now, graph.worker_choice)
     explain(os.path.join(folder, GRAPH_FILE), choice, graph.worker_choice)
     if opts.verbose:
         log.info(f"-w 0: {choice.reason}")

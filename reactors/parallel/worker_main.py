@@ -31,7 +31,17 @@ from ..records.trace import Digest, Recorders, Timeline
 from .coordinator import Coordinator
 from .plan import Plan, free_running, written_ports
 from .shm import SharedMemoryFull
-from .sync import CODE, FAILS, STATUS, STOP_ASKED, W_FAILED, Aborted, Control
+from .sync import (
+    CODE,
+    CONTENTION,
+    FAILS,
+    STATUS,
+    STOP_ASKED,
+    W_FAILED,
+    Aborted,
+    Control,
+    usable_cores,
+)
 from .transport import Bell, Endpoint
 from .worker_connections import Link
 from .worker_records import write_records
@@ -59,6 +69,7 @@ def worker_main(
     CTX.package_directory = graph.package_directory
     CTX.run_id = opts.run_id
     CTX.owner = getattr(opts, "owner", "")
+    CONTENTION.crowded = end.ctl.one_host and plan.workers > usable_cores()
     sched: WorkerScheduler | None = None
     digest: Digest | None = None
     timeline: Timeline | None = None

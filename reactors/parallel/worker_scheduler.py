@@ -23,11 +23,14 @@ run (:func:`reactors.parallel.plan.free_running`):
 - *coordinated*: it waits for the coordinator's ``GO`` of the next tag (worker 0 runs the
   coordinator, which waits for every ``DONE``, prints, and decides the tag, possibly after
   waiting for physical time or physical events);
-- *free-running*: it waits for every worker's ``DONE`` and applies the next-tag rule
-  (:func:`reactors.core.engine.decide`) to all the reports itself: every worker gets the same tag
-  without a round through the coordinator. Reports and stdout channels alternate between two
-  sets by the parity of the tag, since a worker may finish tag ``s + 1`` before a slower one
-  has read the reports of tag ``s``. Worker 0 prints each tag's text after the exchange.
+- *free-running*: the workers agree on the next tag among themselves, without a round
+  through the coordinator: from :data:`reactors.parallel.agreement.TREE_FROM` workers on
+  (on one host) up a combining tree (:mod:`reactors.parallel.agreement`), whose root, worker 0,
+  applies the next-tag rule (:func:`reactors.core.engine.decide`) to the combined report and
+  publishes the tag; with fewer, each waits for every worker's ``DONE`` and applies the rule to
+  all the reports itself. Reports and stdout channels alternate between two sets by the
+  parity of the tag, since a worker may finish tag ``s + 1`` before a slower one has read the
+  reports of tag ``s``. Worker 0 prints each tag's text once every worker completed it.
 
   A worker other than 0 that reads no crossing but at the start and stop tags skips the tags
   where none of its reactions is triggered, and the others do not wait for it there
@@ -44,6 +47,7 @@ from ..core.engine import decide
 from ..core.event_queue import heappop
 from ..core.log import Log
 from ..core.scheduler import Scheduler
+from .agreement import Tree, use_tree
 from .skipped_tags import Skips
 from .sync import (
     ABORT,
@@ -151,6 +155,14 @@ class WorkerScheduler(Scheduler):
             [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
         ]
         self.skip = Skips(ctl, self.me, link.bells, link.skippers, self.engine)
+        self.tree: Tree | None = None
+        if use_tree(ctl, ctl.workers, link.free):
+            self.tree = Tree(
+                ctl, self.me, link.bells, self.skip, link.spin_ns, link.idle, link.skippers
+            )
+            if self.tree.children:  # its subtree reports through it at every tag
+                self.skip.may = False
+        self._report = (NONE_T, 0, NONE_T, 0)  # this worker's report of the current tag
         self._writer = -1  # while waiting for a batch: its writer's first cell if it may skip
 
     def _signal(self) -> int:
@@ -183,6 +195,12 @@ class WorkerScheduler(Scheduler):
                 if checkpoint is not None and not final:
                     checkpoint.tag_done(self)  # this worker's part, before it reports DONE
                 self._end_tag(final)
+                if self.tree is not None:
+                    if not self._tree_agree(final):
+                        break
+                    if self.skip.may and not self.rq and not engine.at_stop():
+                        self._skip()
+                    continue
                 if free:
                     self._await_all_done(self.seq)
                     if coord is not None:
@@ -331,11 +349,14 @@ class WorkerScheduler(Scheduler):
                 if cells[STOP_ASKED]:  # the supervisor's stop on a signal: at the next tag
                     engine.lower_stop(engine.time, engine.micro + 1)
                 r = self.report_cells[self.seq & 1][self.me]
-                self.link.ctl.write_cells(r, (nt, nm, engine.stop_time, engine.stop_micro))
+                self._report = (nt, nm, engine.stop_time, engine.stop_micro)
+                self.link.ctl.write_cells(r, self._report)
             else:
                 self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
         self.link.ctl.set_done(self.me, self.seq, self.link.free and not final)
+        if self.tree is not None:
+            return  # the tree rings whom this DONE concerns
         if self.link.free:
             self.skip.wake_peers()
         else:
@@ -380,9 +401,7 @@ class WorkerScheduler(Scheduler):
             raise Aborted()
 
     def _agree(self) -> None:
-        """Enter the next tag, decided from every worker's report of the current one (the
-        rule of one worker: the earliest pending event, never past the stop tag, which is
-        the earliest of the workers' stop tags)."""
+        """Enter the next tag, decided from every worker's report of the current one."""
         cells, engine = self.cells, self.engine
         nt, nm = NONE_T, 0
         st, sm = engine.stop_time, engine.stop_micro
@@ -392,11 +411,49 @@ class WorkerScheduler(Scheduler):
                 nt, nm = et, em
             if rt < st or (rt == st and rm < sm):
                 st, sm = rt, rm
+        gt, gm, st, sm = self._decide((nt, nm, st, sm))
+        self._enter_agreed(gt, gm, st, sm)
+
+    def _decide(self, report: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """The tag after the current one and the stop tag, from the combined ``report`` of
+        every worker (the rule of one worker: the earliest pending event, never past the stop
+        tag, which is the earliest of the workers' stop tags)."""
+        engine = self.engine
+        nt, nm, st, sm = report
         top = None if nt == NONE_T else (nt, nm)
         tag, stop, _ = decide(top, (engine.time, engine.micro), (st, sm), False, True, 0)
         assert tag is not None  # never idle without keepalive
-        gt, gm = tag
-        engine.stop_time, engine.stop_micro = stop
+        return tag[0], tag[1], stop[0], stop[1]
+
+    def _tree_agree(self, final: bool) -> bool:
+        """Agree on the next tag up the combining tree and enter it; False after the stop
+        tag, once every worker completed it (:mod:`reactors.parallel.agreement`)."""
+        tree = self.tree
+        assert tree is not None
+        seq = self.seq
+        combined = tree.combine(seq, self._report, self.bell)
+        coord = self.coordinator
+        if coord is None:
+            if final:
+                tree.decision(seq, self.bell)
+                return False
+            self._enter_agreed(*tree.decision(seq, self.bell))
+            return True
+        coord.complete(seq, final)  # the root: every worker completed tag ``seq``
+        if self.checkpoint is not None:
+            self.checkpoint.combine(self.stop_signalled())
+        decision = (NONE_T, 0, NONE_T, 0) if final else self._decide(combined)
+        tree.announce(seq, decision)
+        if final:
+            return False
+        self._enter_agreed(*decision)
+        return True
+
+    def _enter_agreed(self, gt: int, gm: int, st: int, sm: int) -> None:
+        """Enter the agreed tag ``(gt, gm)`` with the stop tag ``(st, sm)``."""
+        engine = self.engine
+        engine.stop_time, engine.stop_micro = st, sm
+        stop = (st, sm)
         self.seq += 1
         if self.me == 0:
             self.link.ctl.note_tag(gt, gm, self.seq)
