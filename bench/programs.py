@@ -27,9 +27,10 @@ def workers() -> int:
     return int(os.environ.get("LF_BENCH_WORKERS") or cores())
 
 
-def build_program(name: str, defines: dict, out: Path) -> Path:
-    """Build ``lf_src/bench/<name>.lf`` into ``out`` with main-reactor parameter defaults
-    overridden (``lfc -D NAME=VALUE``; a value is an LF expression, so a string is quoted).
+def build_program(name: str, defines: dict, out: Path, folder: Path = LF_BENCH) -> Path:
+    """Build ``<folder>/<name>.lf`` (default ``lf_src/bench/``) into ``out`` with main-reactor
+    parameter defaults overridden (``lfc -D NAME=VALUE``; a value is an LF expression, so a
+    string is quoted).
 
     Returns the launcher. Raises RuntimeError with lfc's messages on a compile error.
     """
@@ -43,7 +44,7 @@ def build_program(name: str, defines: dict, out: Path) -> Path:
             "-o",
             str(out),
             *args,
-            str(LF_BENCH / f"{name}.lf"),
+            str(folder / f"{name}.lf"),
         ],
         cwd=ROOT,
         capture_output=True,
