@@ -39,6 +39,7 @@ from .scale_peers import envbank_plain, envpool_missing, tinybank_checksum
 from .scale_ppo import ppo_rows
 from .scale_rows import PeerResult, Series, Targets, our_rows, skipped
 from .scale_runs import Run, alternate, run_once, runtime
+from .scale_sync import sync_rows
 
 SEED = 1
 CARTPOLE, PONG = "CartPole-v1", "ALE/Pong-v5"
@@ -282,6 +283,10 @@ def run(quick: bool) -> list[Row]:
         rows += got
         if w.key == "gym16":
             rows += proxy(made, s, quick)
+            if made is not None:
+                title = f"Sync per tag (trace): GymSim {CARTPOLE}, 16 envs"
+                counts16 = proxy_counts(quick)
+                rows += sync_rows(title, tmp / "sync", counts16, s.gym16, made.expected)
     return rows + ppo_rows(s.ppo_steps, tmp / "ppo")
 
 

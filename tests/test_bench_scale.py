@@ -156,3 +156,22 @@ def test_the_envbank_reference_is_the_programs_checksum(tmp_path):
     assert r.returncode == 0, r.stderr
     got = [json.loads(ln[7:]) for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     assert got and got[0]["checksum"] == envbank_plain(4, 3, 12)[1]
+
+
+def test_sync_per_tag_is_read_from_the_workers_spans(tmp_path):
+    """A worker's ``sync:`` spans summed and divided by the tags (the most ``sync: next tag``
+    spans of any worker: one that skipped tags has fewer); reactions do not count."""
+    from bench.scale_sync import per_worker
+
+    events = [
+        {"name": "sync: next tag", "ph": "X", "pid": 0, "ts": 0, "dur": 4.0},
+        {"name": "sync: next tag", "ph": "X", "pid": 0, "ts": 9, "dur": 2.0},
+        {"name": "sync: crossings", "ph": "X", "pid": 0, "ts": 5, "dur": 6.0},
+        {"name": "reaction 1 of GymSim.server", "ph": "X", "pid": 0, "ts": 3, "dur": 50.0},
+        {"name": "sync: next tag", "ph": "X", "pid": 1, "ts": 0, "dur": 3.0},
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(events))
+    assert per_worker(trace) == {0: 6.0, 1: 1.5}
+    trace.write_text(json.dumps({"traceEvents": events[3:4]}))
+    assert per_worker(trace) == {}

@@ -317,6 +317,9 @@ def test_timing_trace_is_written(tmp_path, faults):
     events = json.loads((tmp_path / "Traced.trace.json").read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+    # each worker's waits for the other, beside its reactions
+    waits = {e["pid"] for e in events if e["name"] == "sync: next tag"}
+    assert waits == {0, 1}, sorted({e["name"] for e in events})
 
 
 def test_waiting_workers_block_instead_of_spinning(tmp_path):

@@ -140,6 +140,7 @@ def _scheduler(
     timeline = Timeline(me) if graph.target.tracing else None
     if timeline is not None:
         timeline.wrap(sched)
+        sched.timeline = timeline  # and its waits for the other workers
     return sched, digest, timeline
 
 

@@ -40,6 +40,7 @@ run (:func:`reactors.parallel.plan.free_running`):
 from __future__ import annotations
 
 import threading
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Final, Protocol
 
 from ..core.clock import Clock
@@ -81,9 +82,12 @@ from .worker_connections import Link
 
 if TYPE_CHECKING:
     from ..core.assembly import Assembly
-    from ..records.trace import TagRecorder
+    from ..records.trace import TagRecorder, Timeline
 
 _END: Final = 1 << 62  # a rank larger than any
+# the timing trace's names of a worker's waits for the others
+SYNC_TAG: Final = "sync: next tag"
+SYNC_CROSSINGS: Final = "sync: crossings"
 
 
 class TagDecider(Protocol):
@@ -163,6 +167,9 @@ class WorkerScheduler(Scheduler):
             if self.tree.children:  # its subtree reports through it at every tag
                 self.skip.may = False
         self._report = (NONE_T, 0, NONE_T, 0)  # this worker's report of the current tag
+        # the timing trace's events (target property ``tracing``), its waits for the others
+        # among them, or None
+        self.timeline: Timeline | None = None
         self._writer = -1  # while waiting for a batch: its writer's first cell if it may skip
 
     def _signal(self) -> int:
@@ -195,21 +202,14 @@ class WorkerScheduler(Scheduler):
                 if checkpoint is not None and not final:
                     checkpoint.tag_done(self)  # this worker's part, before it reports DONE
                 self._end_tag(final)
-                if self.tree is not None:
-                    if not self._tree_agree(final):
-                        break
-                    if self.skip.may and not self.rq and not engine.at_stop():
-                        self._skip()
-                    continue
                 if free:
-                    self._await_all_done(self.seq)
-                    if coord is not None:
-                        coord.complete(self.seq, final)
-                        if checkpoint is not None:
-                            checkpoint.combine(self.stop_signalled())  # every worker's part
-                    if final:
+                    timeline = self.timeline
+                    t0 = perf_counter_ns() if timeline is not None else 0
+                    more = self._tree_agree(final) if self.tree is not None else self._agree(final)
+                    if timeline is not None:
+                        timeline.span(SYNC_TAG, t0, perf_counter_ns())
+                    if not more:
                         break
-                    self._agree()
                     if self.skip.may and not self.rq and not engine.at_stop():
                         self._skip()
                     continue
@@ -219,7 +219,11 @@ class WorkerScheduler(Scheduler):
                         checkpoint.combine(self.stop_signalled())
                 if final:
                     break
+                timeline = self.timeline
+                t0 = perf_counter_ns() if timeline is not None else 0
                 self._await_go(self.seq + 1)
+                if timeline is not None:
+                    timeline.span(SYNC_TAG, t0, perf_counter_ns())
                 self._enter_tag()
         finally:
             engine.finished = True
@@ -400,8 +404,18 @@ class WorkerScheduler(Scheduler):
         if cells[FAILS] or cells[STATE] == ABORT:
             raise Aborted()
 
-    def _agree(self) -> None:
-        """Enter the next tag, decided from every worker's report of the current one."""
+    def _agree(self, final: bool) -> bool:
+        """Wait until every worker completed the current tag, then enter the next, decided from
+        every worker's report; False after the stop tag."""
+        seq = self.seq
+        self._await_all_done(seq)
+        coord = self.coordinator
+        if coord is not None:
+            coord.complete(seq, final)
+            if self.checkpoint is not None:
+                self.checkpoint.combine(self.stop_signalled())  # every worker's part
+        if final:
+            return False
         cells, engine = self.cells, self.engine
         nt, nm = NONE_T, 0
         st, sm = engine.stop_time, engine.stop_micro
@@ -413,6 +427,7 @@ class WorkerScheduler(Scheduler):
                 st, sm = rt, rm
         gt, gm, st, sm = self._decide((nt, nm, st, sm))
         self._enter_agreed(gt, gm, st, sm)
+        return True
 
     def _decide(self, report: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
         """The tag after the current one and the stop tag, from the combined ``report`` of
@@ -532,7 +547,11 @@ class WorkerScheduler(Scheduler):
                 cells[me + WAIT_AT] = base + readers[-1][0]
                 cells[me + WAIT_CELL] = cell
                 link.ctl.flush()
+                timeline = self.timeline
+                t0 = perf_counter_ns() if timeline is not None else 0
                 wait(self._chan_ready, cells, me + SLEEP, self.bell, link.spin_ns, link.idle)
+                if timeline is not None:
+                    timeline.span(SYNC_CROSSINGS, t0, perf_counter_ns())
                 cells[me + WAIT_CELL] = 0
                 if cells[STATE] == ABORT:
                     raise Aborted()

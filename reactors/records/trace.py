@@ -287,6 +287,11 @@ class Timeline:
 
         return timed
 
+    def span(self, name: str, start: int, end: int) -> None:
+        """Add an event ``name`` from ``start`` to ``end`` (``perf_counter_ns``, ns): what a
+        worker spends waiting for the others (``sync: ...``)."""
+        self.events.append((name, start, end))
+
     def write(self, path: str, name: str) -> None:
         """Write the events to ``path``, a part of the trace ``name`` (once).
 
