@@ -14,6 +14,7 @@ import copy
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, NoReturn
 
+from . import batched
 from .event_queue import heappush
 
 PLAIN_WIDTH: Final = -2  # ``width`` of a port that is not a multiport (spec §2.3)
@@ -157,6 +158,42 @@ class Multiport:
     def __setitem__(self, i: int, v: Any) -> NoReturn:
         raise TypeError("multiport channels cannot be assigned; use the .set method: p[i].set(v)")
 
+    def gather(self, fill: Any = None) -> Any:
+        """The channels' values at the current tag as one new numpy array ``(width, ...)``
+        (our extension of LF, :mod:`reactors.core.batched`): row ``i`` is
+        ``np.asarray(p[i].value)``; every row has row 0's shape and dtype. The array is the
+        caller's: the runtime never writes into it later. ``fill`` (when not None) is the row of
+        an absent channel, cast to the rows' dtype; :meth:`present_mask` tells those rows.
+
+        Raises ValueError naming this port and the first absent channel (no ``fill``), or the
+        two channels whose shapes or dtypes differ, or a channel whose value is no array of
+        numbers, booleans or strings.
+        """
+        values, present = self._values_and_presence()
+        return batched.gather(self._name, values, present, fill)
+
+    def present_mask(self) -> Any:
+        """The channels' presence at the current tag: a new numpy bool array ``(width,)``."""
+        return batched.present_mask(self._values_and_presence()[1])
+
+    def scatter(self, values: Any) -> None:
+        """Set channel ``i`` to ``values[i]`` for every ``i`` (our extension of LF,
+        :mod:`reactors.core.batched`): ``values`` is an array whose leading dimension is
+        ``width`` (channel ``i`` gets its row ``i``, a view for two or more dimensions) or a
+        sequence of ``width`` items. Like :meth:`Port.set`, nothing is copied: the writer must
+        not modify ``values`` afterwards (readers on other workers get a copy, readers on its
+        own worker the row itself).
+
+        Raises ValueError naming this port and both lengths when ``len(values)`` is not
+        ``width`` or ``values`` has no length.
+        """
+        batched.scatter(self._name, self._channels, values)
+
+    def _values_and_presence(self) -> tuple[list[Any], list[bool]]:
+        """The channels' values and presences, in channel order."""
+        chans = self._channels
+        return [c._v for c in chans], [c._p for c in chans]
+
     def __repr__(self) -> str:
         return f"<multiport {self._name}[{self.width}]>"
 
@@ -205,9 +242,15 @@ class MutableInput:
 
 
 class MutableMultiport(Multiport):
-    """A multiport of :class:`MutableInput` channel views (``mutable input[N]``)."""
+    """A multiport of :class:`MutableInput` channel views (``mutable input[N]``): ``gather``
+    stacks the views' private values (a channel reassigned with ``set`` gives its new value)."""
 
     __slots__ = ()
+
+    def _values_and_presence(self) -> tuple[list[Any], list[bool]]:
+        """The views' private values (copied on first read) and presences, in channel order."""
+        chans = self._channels
+        return [c.value for c in chans], [c.is_present for c in chans]
 
 
 def mutable_view(capsule: Port | Multiport) -> MutableInput | MutableMultiport:

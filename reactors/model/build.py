@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from ..core.action import Action, PhysicalAction
 from ..core.assembly import Assembly, Instance
+from ..core.batched import BankPorts
 from ..core.errors import BuildFailure, GraphError, SourceMap
 from ..core.mode import ModalState, Mode, ModeCapsule, ModeSystem
 from ..core.port import Multiport, Port, group_fan_ins
@@ -324,7 +325,7 @@ class _Builder:
         if isinstance(a, references.BankArg):
             return [self._make(rid, a.ports) for rid in a.reactors]
         if isinstance(a, references.BankPortsArg):
-            return [self._capsule(rid, a.port) for rid in a.reactors]
+            return BankPorts(self._capsule(rid, a.port) for rid in a.reactors)
         if isinstance(a, references.ModeArg):
             if inst.modal is None or a.mode not in inst.modal.modes:
                 raise GraphError(f"{inst.name} has no mode '{a.mode}'")
