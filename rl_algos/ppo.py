@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .device import batch_to_device, choose_device, torch_threads
+from .device_weights import export_device_weights, load_device_weights
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
 from .networks import (
@@ -176,9 +177,10 @@ class PPOActor:
     def load(self, weights: Weights) -> None:
         """Replace the network's parameters with ``weights`` (a Weights): an MLP
         actor-critic on the CPU as a :class:`NumpyActorCritic`, any other as a torch
-        network (``net``) on the actor's device."""
+        network (``net``) on the actor's device: device to device from
+        :class:`~rl_algos.device_weights.DeviceWeights` on that device, else from the host."""
         self.numpy_net = numpy_actor_critic(weights) if self.device.type == "cpu" else None
-        if self.numpy_net is None:
+        if self.numpy_net is None and not load_device_weights(weights, self.net):
             self.net = load_weights(weights, self.net).to(self.device)
 
     def act(self, obs: np.ndarray) -> ActRecord:
@@ -243,7 +245,10 @@ class PPOLearner:
         self.obs_stats: ObsStats | None = None
 
     def weights(self) -> Weights:
-        """The current network as :class:`rl_algos.networks.Weights`."""
+        """The current network as :class:`rl_algos.networks.Weights`; on a GPU as
+        :class:`~rl_algos.device_weights.DeviceWeights`, left there for a policy on it."""
+        if self.device.type == "cuda" and torch.cuda.is_available():
+            return export_device_weights(self.net, self.updates)
         return export_weights(self.net, kind_of(self.net), self.updates)
 
     def checkpoint(self) -> dict:
