@@ -30,7 +30,7 @@ parity ``p`` is written again two tags later, which needs every worker past the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from .skipped_tags import Skips
@@ -150,11 +150,7 @@ class Tree:
         nt, nm, st, sm = own
         if self.children:
             self._seq = seq
-            if not self._children_done():
-                self.ctl.flush()
-                wait(self._children_done, cells, self.base + SLEEP, bell, self.spin_ns, self.idle)
-            if cells[FAILS] or cells[STATE] == ABORT:
-                raise Aborted()
+            self._await(self._children_done, bell)
             p = seq & 1
             for _, reps, _, _, _ in self.children:
                 r = reps[p]
@@ -195,14 +191,22 @@ class Tree:
         """
         cells = self.cells
         self._seq = seq
-        if not self._decided():
-            self.ctl.flush()
-            wait(self._decided, cells, self.base + SLEEP, bell, self.spin_ns, self.idle)
-        if cells[FAILS] or cells[STATE] == ABORT:
-            raise Aborted()
+        self._await(self._decided, bell)
         self._ring_children()
         a = AGREE[seq & 1]
         return cells[a], cells[a + 1], cells[a + 2], cells[a + 3]
+
+    def _await(self, cond: Callable[[], bool], bell: Bell) -> None:
+        """Return once ``cond()`` holds (sleeping on ``bell`` after the spin).
+
+        Raises:
+            Aborted: the run was aborted or a worker failed meanwhile.
+        """
+        if not cond():
+            self.ctl.flush()
+            wait(cond, self.cells, self.base + SLEEP, bell, self.spin_ns, self.idle)
+        if self.cells[FAILS] or self.cells[STATE] == ABORT:
+            raise Aborted()
 
     def _ring_children(self) -> None:
         """Ring the children that sleep, but those asleep in a skip (worker 0 calls them

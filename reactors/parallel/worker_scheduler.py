@@ -447,14 +447,15 @@ class WorkerScheduler(Scheduler):
         assert tree is not None
         seq = self.seq
         combined = tree.combine(seq, self._report, self.bell)
-        coord = self.coordinator
-        if coord is None:
+        if tree.parent >= 0:
+            decision = tree.decision(seq, self.bell)
             if final:
-                tree.decision(seq, self.bell)
                 return False
-            self._enter_agreed(*tree.decision(seq, self.bell))
+            self._enter_agreed(*decision)
             return True
-        coord.complete(seq, final)  # the root: every worker completed tag ``seq``
+        coord = self.coordinator
+        assert coord is not None  # the root is worker 0, which runs the coordinator
+        coord.complete(seq, final)  # every worker completed tag ``seq``
         if self.checkpoint is not None:
             self.checkpoint.combine(self.stop_signalled())
         decision = (NONE_T, 0, NONE_T, 0) if final else self._decide(combined)
