@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import re
 import shlex
 import shutil
 import sys
 import tempfile
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -93,6 +95,29 @@ class _Markers:
         """A trailing comment for a one-line expression from ``pos``."""
         return f"  # {self._label(pos.file)}:{pos.line}"
 
+    def expression(self, expr: tree.Expr | None, text: str, pos: tree.Pos, after: str) -> str:
+        """``text``, the Python of ``expr`` written at ``pos``, then ``after`` (a comma) and the
+        marker of its last line; a target-code block of several lines also gets its other
+        lines' markers (:meth:`spread`), so that an error raised from any line of it is
+        located."""
+        if isinstance(expr, tree.Code) and "\n" in text:
+            last = expr.body_line + text.count("\n")
+            return f"{self.spread(expr, text)}{after}  # {self._label(expr.pos.file)}:{last}"
+        return f"{text}{after}{self.inline(pos)}"
+
+    def spread(self, expr: tree.Code, text: str) -> str:
+        """``text``, the Python of the target-code block ``expr``, with each of its lines but
+        the last ending with its own ``.lf`` line's marker where a comment may stand (not
+        inside a string)."""
+        ends = _line_ends(text)
+        lines = text.split("\n")
+        label = self._label(expr.pos.file)
+        for k in range(len(lines) - 1):
+            stripped = lines[k].strip()
+            if k + 1 in ends and stripped and not stripped.startswith("#"):
+                lines[k] += f"  # {label}:{expr.body_line + k}"
+        return "\n".join(lines)
+
     def _label(self, file: str) -> str:
         """The shortest tail of ``file``'s path that no other file uses, made one word of
         printable characters (a blank becomes ``_``, a control character its escape), so that
@@ -140,12 +165,26 @@ class _Markers:
         return last
 
 
+def _line_ends(text: str) -> set[int]:
+    """The lines (1-based) of the Python expression ``text`` whose end a comment may follow:
+    those ending outside a string (a line break inside brackets); none if it does not
+    tokenize."""
+    ends = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NL:
+                ends.add(tok.start[0])
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+    return ends
+
+
 def _class_view(c: ReactorClass, marks: _Markers) -> dict:
     states = [
         {
             "name": s.node.name,
             "mode": s.mode,
-            "init": python(s.node.init, "self") + marks.inline(s.node.pos),
+            "init": marks.expression(s.node.init, python(s.node.init, "self"), s.node.pos, ""),
         }
         for s in c.states
     ]
@@ -223,11 +262,15 @@ def _site_items(site: tuple, marks: _Markers) -> list[str]:
     for p in cls.parameters:
         if p.name in assigned:
             a = assigned[p.name]
-            items.append(f"{p.name!r}: {python(a.value, 'self')},{marks.inline(a.pos)}")
+            items.append(
+                f"{p.name!r}: " + marks.expression(a.value, python(a.value, "self"), a.pos, ",")
+            )
         elif p.name == "bank_index":
             items.append("'bank_index': bank_index,")
         else:
-            items.append(f"{p.name!r}: {python(p.default, None)},{marks.inline(p.pos)}")
+            items.append(
+                f"{p.name!r}: " + marks.expression(p.default, python(p.default, None), p.pos, ",")
+            )
     return items
 
 
