@@ -40,6 +40,7 @@ BENCHMARKS = [
     "sb3_cartpole",
     "sb3_atari",
     "scale",
+    "policy_lag",
 ]
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -37,6 +37,7 @@ from .device import batch_to_device, choose_device, torch_threads
 from .device_weights import export_device_weights, load_device_weights
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
+from .lag import LaggedPPO, UpdateReport, check_lag
 from .networks import (
     GaussianActorCritic,
     NumpyActorCritic,
@@ -77,6 +78,8 @@ class PPOConfig:
     # torch's CPU threads during an update (a fixed count: the numbers depend on it, never on
     # the worker count); the other workers wait for the new weights meanwhile
     update_threads: int = 1
+    policy_lag: int = 0  # rollouts acted while an update runs (rl_algos.lag); 0: synchronous
+    off_policy: str = "ratio"  # advantages under a lag: "ratio" (GAE) or "vtrace" (rl_algos.lag)
 
 
 @dataclass
@@ -217,7 +220,9 @@ class PPOLearner:
     otherwise); ``rng``: the learner reactor's generator (minibatch order); ``torch_seed``: int
     for the network's initialisation. Call :meth:`observe` once per tag. ``obs_stats``: the
     observation scaling the rollout was normalised with (set by the owner), saved in the
-    checkpoint.
+    checkpoint. With ``cfg.policy_lag`` > 0 the updates run on a background thread
+    (:class:`rl_algos.lag.LaggedPPO`); pickling the learner waits for them (a snapshot holds
+    their results); ConfigError for a ``policy_lag`` or ``off_policy`` that is not valid.
     """
 
     def __init__(
@@ -243,6 +248,25 @@ class PPOLearner:
         self.updates = 0
         self.stats: dict[str, float] = {}
         self.obs_stats: ObsStats | None = None
+        lag = check_lag(cfg.policy_lag, cfg.off_policy)
+        self.lagged = LaggedPPO(lag) if lag else None
+        self.report: UpdateReport | None = None  # of the update whose weights observe() returned
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The learner's attributes, once its background updates (if any) have finished."""
+        if self.lagged is not None:
+            self.lagged.updates.finish()
+        return dict(vars(self))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`__getstate__` saved (a learner saved before policy lags
+        existed had none: synchronous)."""
+        vars(self).update({"lagged": None, "report": None, **state})
+
+    def finish_updates(self) -> list[UpdateReport]:
+        """Wait for the updates still running in the background (``policy_lag`` > 0) and
+        return their reports, oldest first; their weights are never sent (the run ends)."""
+        return [] if self.lagged is None else self.lagged.finish()
 
     def weights(self) -> Weights:
         """The current network as :class:`rl_algos.networks.Weights`; on a GPU as
@@ -255,7 +279,9 @@ class PPOLearner:
         """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the network (to rebuild
         it), its ``state_dict`` (CPU tensors), the ``config`` (a dict), ``env_steps`` and
         ``updates``; and ``obs_norm`` (:meth:`rl_algos.normalize.ObsStats.to_dict`) when
-        observations were normalised."""
+        observations were normalised. Waits for the background updates first."""
+        if self.lagged is not None:
+            self.lagged.updates.wait()
         state = {k: v.cpu() for k, v in self.net.state_dict().items()}
         norm = {} if self.obs_stats is None else {"obs_norm": self.obs_stats.to_dict()}
         return {
@@ -278,9 +304,16 @@ class PPOLearner:
         the result of the actions in ``record``; ``record``: what the policy did on the
         previous observations (None at the first tag); ``stop``: see :meth:`update`. A
         time-limit truncation is bootstrapped: gamma * V(final observation) is added to its
-        reward.
+        reward. With a policy lag, the Weights are those of the update started ``policy_lag``
+        rollouts ago. :attr:`report` describes the update whose Weights were returned.
         """
         step = concat_steps(env_steps)
+        if self.lagged is not None:
+            report = self.lagged.observe(self, step, record, stop)
+            if report is None:
+                return None
+            self.report = replace(report, weights=None)  # the weights leave, not kept twice
+            return report.weights
         if not self.buf:
             self._allocate(step.obs)
         if record is not None:
@@ -289,21 +322,25 @@ class PPOLearner:
                 cut = np.flatnonzero(step.truncated & ~step.terminated)
                 if len(cut):
                     reward[cut] += self.cfg.gamma * self.value(step.final_obs[cut])
-            b, t = self.buf, self.t
-            b["actions"][t], b["logp"][t], b["values"][t] = (
-                record.actions,
-                record.logp,
-                record.values,
-            )
-            b["rewards"][t], b["dones"][t] = reward, step.done
-            self.t += 1
-            self.env_steps += len(reward)
+            self.store(record, reward, step.done)
         update = self.t == self.cfg.num_steps
         if update:
             self.update(self.value(step.obs), stop)
             self.t = 0
         self.buf["obs"][self.t] = step.obs
+        if update:
+            n, lr = self.updates - 1, self.opt.lr
+            self.report = UpdateReport(None, self.stats, lr, self.env_steps, n)
         return self.weights() if update else None
+
+    def store(self, record: ActRecord, reward: np.ndarray, done: np.ndarray) -> None:
+        """Put one step of the rollout into the next slot: the policy's ``record`` of the
+        actions, their (E,) float32 ``reward`` and (E,) bool ``done``."""
+        b, t = self.buf, self.t
+        b["actions"][t], b["logp"][t], b["values"][t] = record.actions, record.logp, record.values
+        b["rewards"][t], b["dones"][t] = reward, done
+        self.t += 1
+        self.env_steps += len(reward)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V(obs) for (B, *obs_shape) observations; (B,) float32."""
@@ -334,6 +371,22 @@ class PPOLearner:
         adv, ret = compute_gae(
             b["rewards"], b["values"], b["dones"], last_value, cfg.gamma, cfg.gae_lambda
         )
+        return self.update_on(b, adv, ret, stop, self.env_steps)
+
+    def update_on(
+        self,
+        b: dict[str, np.ndarray],
+        adv: np.ndarray,
+        ret: np.ndarray,
+        stop: Callable[[], bool],
+        env_steps: int,
+    ) -> dict:
+        """K epochs of minibatch updates on the rollout ``b`` (the arrays of
+        :meth:`_allocate`) with its (T, E) float32 advantages ``adv`` and value targets
+        ``ret``; the policy's ratio is taken against the rollout's ``logp``; ``env_steps``:
+        the run's steps at the rollout's end (for the annealing). Returns mean statistics;
+        ``stop`` as in :meth:`update`."""
+        cfg = self.cfg
         n = adv.size
         perms = np.stack([self.rng.permutation(n) for _ in range(cfg.update_epochs)])
         d = batch_to_device(
@@ -349,13 +402,15 @@ class PPOLearner:
         with torch_threads(cfg.update_threads):
             if d["obs"].dim() == 4:  # frames: (n, C, H, W) stored as (n, H, W, C) once
                 d = {**d, "obs": d["obs"].permute(0, 2, 3, 1).contiguous()}
-            return self._update(d, n, stop)
+            return self._update(d, n, stop, env_steps)
 
-    def _update(self, d: dict[str, torch.Tensor], n: int, stop: Callable[[], bool]) -> dict:
+    def _update(
+        self, d: dict[str, torch.Tensor], n: int, stop: Callable[[], bool], env_steps: int
+    ) -> dict:
         """The minibatch steps of :meth:`update` on the ``n`` transitions ``d`` (on the
-        device, with the epochs' permutations)."""
+        device, with the epochs' permutations), annealed for ``env_steps``."""
         cfg = self.cfg
-        frac = max(0.0, 1.0 - self.env_steps / cfg.total_steps)
+        frac = max(0.0, 1.0 - env_steps / cfg.total_steps)
         if cfg.anneal_lr:
             self.opt.lr = frac * cfg.learning_rate
         clip = frac * cfg.clip_coef if cfg.anneal_clip else cfg.clip_coef

@@ -29,6 +29,7 @@ import json
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns
 from typing import Any, Protocol
@@ -262,7 +263,8 @@ class Timeline:
 
     def __init__(self, pid: int):
         self.pid = pid
-        self.events: list[tuple[str, int, int]] = []  # (reaction, start ns, end ns)
+        # (reaction, start ns, end ns, thread row: 0 for the worker's tags)
+        self.events: list[tuple[str, int, int, int]] = []
         self.written = False  # written (or tried: once is enough)
 
     def wrap(self, sched: Scheduler) -> None:
@@ -279,18 +281,21 @@ class Timeline:
         events = self.events
 
         def timed() -> None:
+            _running.timeline = self  # what running_timeline() answers in this reaction
             t0 = perf_counter_ns()
             try:
                 fn(*args)
             finally:
-                events.append((name, t0, perf_counter_ns()))
+                events.append((name, t0, perf_counter_ns(), 0))
 
         return timed
 
-    def span(self, name: str, start: int, end: int) -> None:
+    def span(self, name: str, start: int, end: int, row: int = 0) -> None:
         """Add an event ``name`` from ``start`` to ``end`` (``perf_counter_ns``, ns): what a
-        worker spends waiting for the others (``sync: ...``)."""
-        self.events.append((name, start, end))
+        worker spends waiting for the others (``sync: ...``), on the worker's row of tags;
+        or, with ``row`` > 0, work a reaction started on another thread of the worker (a
+        learner's background update), on a row of its own below the tags it overlaps."""
+        self.events.append((name, start, end, row))
 
     def write(self, path: str, name: str) -> None:
         """Write the events to ``path``, a part of the trace ``name`` (once).
@@ -303,9 +308,20 @@ class Timeline:
 
     def json_events(self) -> list[dict[str, Any]]:
         return [
-            {"name": n, "ph": "X", "pid": self.pid, "tid": 0, "ts": a / 1000, "dur": (b - a) / 1000}
-            for n, a, b in self.events
+            {"name": n, "ph": "X", "pid": self.pid, "tid": t, "ts": a / 1000, "dur": (b - a) / 1000}
+            for n, a, b, t in self.events
         ]
+
+
+#: the Timeline of the reaction running on each thread (set as each timed reaction starts)
+_running = threading.local()
+
+
+def running_timeline() -> Timeline | None:
+    """The timing trace of the worker whose reaction is running on this thread, or None
+    (tracing is off, or no timed reaction ran on this thread). A reaction that starts work on
+    another thread adds that work's :meth:`Timeline.span` here once it collects it."""
+    return getattr(_running, "timeline", None)
 
 
 def write_timeline(events: Any, path: str, name: str | None = None) -> None:
