@@ -69,6 +69,16 @@ run-atari: build
 	  echo "make run-atari: $(ATARI_STEPS) steps spent, as asked (exit status 1 above is expected)"; fi; \
 	rm -f $$log; exit $$status
 
+# GRPO post-training of a tiny transformer on a task it generates (lf_src/GRPO.lf): a supervised
+# warm start, then GRPO until the held-out accuracy reaches 0.9 (exit 0) or max_updates (exit 1);
+# the curve is accuracy.csv and charts/accuracy of the run directory. GRPO_ARGS="--staleness 1":
+# the asynchronous layout.
+GRPO_ARGS ?=
+
+.PHONY: run-grpo
+run-grpo: build
+	./bin/GRPO $(GRPO_ARGS)
+
 test: install native lint
 	$(PY) -m pytest -q -n auto --dist loadgroup tests
 

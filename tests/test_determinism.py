@@ -50,6 +50,14 @@ SMALL = {
         ("torch", "gymnasium"),
         None,
     ),
+    # a 1-layer model; the target is met at the first evaluation (step 0), so the run is
+    # one step: prompts, completions, rewards, reference log-probabilities, one update
+    "GRPO.lf": (
+        ["sft_steps=3", "sft_batch=8", "prompts_per_step=4", "group_size=2", "width=16"]
+        + ["heads=2", "layers=1", "target_accuracy=0.0", 'device="cpu"'],
+        ("torch",),
+        None,
+    ),
     "PendulumSAC.lf": (
         ["envs_per_member=2", "max_steps=600", "learning_starts=100", "batch_size=32"]
         + ["hidden=[16, 16]", "target_return=-1e5", 'make_kwargs={= {"max_episode_steps": 25} =}'],
