@@ -5,7 +5,7 @@ rl_algos.lag) beside the synchronous ``--policy_lag 0``, measured in the same in
 AtariPPO (a short Pong run: the update is ~1 s of torch per 1,024 steps on the CPU) and
 CartPolePPO on 2 workers; the two lags are run alternately, each figure the median of 3 runs
 (1 in quick mode), the rate the one the program itself reports over its run (its start,
-the same for both, left out). The ratio is lag 1 over lag 0; the issue's target on a 2-core
+the same for both, left out). The ratio is lag 1 over lag 0; the target on a 2-core
 machine is 1.1x for AtariPPO. Each row notes the load average before its runs.
 """
 
