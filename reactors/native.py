@@ -42,6 +42,7 @@ MODULES = (
     "core.timer",
     "parallel.agreement",
     "parallel.codec",
+    "parallel.contention",
     "parallel.coordinator",
     "parallel.shm",
     "parallel.skipped_tags",

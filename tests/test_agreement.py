@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, build, run_digest, run_program
 
 from reactors.parallel.agreement import ARITY, TREE_FROM, layout
-from reactors.parallel.sync import usable_cores
+from reactors.parallel.contention import usable_cores
 
 FIXTURES = ROOT / "tests" / "parallel_fixtures"
 SPARSE = FIXTURES / "Sparse.lf"

@@ -19,9 +19,10 @@ from reactors.core.port import Port
 from reactors.model.program import Prediction, Program, WorkerChoice
 from reactors.parallel import costs, shm
 from reactors.parallel.codec import Packer, Unpacker
+from reactors.parallel.contention import LOADAVG_ENV, Contention
 from reactors.parallel.placement import place
 from reactors.parallel.plan import free_running, make_plan
-from reactors.parallel.sync import C_PACK, LOADAVG_ENV, Contention, Control
+from reactors.parallel.sync import C_PACK, Control
 from reactors.parallel.topology import Crossing, batches
 
 BENCH = ROOT / "lf_src" / "bench"

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..parallel.contention import CONTENTION
 from ..parallel.plan import Plan
 from ..parallel.processes import SPIN_NS, WorkerSpec, death_signal, run_worker
 from ..parallel.shm import Segment, unlink_prefix
 from ..parallel.sync import (
     ABORT,
-    CONTENTION,
     FINISHED,
     STATE,
     STATUS,

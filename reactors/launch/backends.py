@@ -25,10 +25,10 @@ from ..core.errors import ClusterError
 from ..core.log import Log
 from ..model.program import Program
 from ..parallel import supervisor
+from ..parallel.contention import usable_cores
 from ..parallel.plan import Plan, make_plan, workers_for
 from ..parallel.processes import ProcessTransport
 from ..parallel.shm import SharedMemoryFull
-from ..parallel.sync import usable_cores
 from ..parallel.threads import ThreadTransport
 from ..parallel.transport import Transport
 

@@ -237,8 +237,8 @@ def _auto_workers(module: ModuleType, graph: Program, opts: Options, log: Log) -
     """The worker count of ``-w 0`` (:func:`reactors.parallel.costs.choose_now`, from the profile
     beside the program's module); when it is one worker, the run measures and saves a
     profile."""
+    from ..parallel.contention import CONTENTION, usable_cores
     from ..parallel.costs import GRAPH_FILE, PROFILE, Profile, choose_now, explain
-    from ..parallel.sync import CONTENTION, usable_cores
 
     folder = os.path.dirname(os.path.abspath(module.__file__ or "."))
     path = os.path.join(folder, PROFILE)

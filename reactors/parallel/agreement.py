@@ -1,5 +1,7 @@
-"""The next-tag agreement of a free-running run as a combining tree
-(:mod:`reactors.parallel.worker_scheduler`; DESIGN.md, "Many cores and one GPU").
+"""The next-tag agreement of a free-running run (:mod:`reactors.parallel.worker_scheduler`;
+DESIGN.md, "Many cores and one GPU"): a combining tree (:class:`Tree`), or, for fewer than
+:data:`TREE_FROM` workers and across nodes, the flat exchange (:class:`Flat`); both answer
+``combine``, ``decides``, ``announce``, ``decision`` and ``done``.
 
 Each worker ends a tag with its *report*: its earliest pending event and its stop tag (the
 cells ``REPORT[p]`` of the tag's parity ``p``, published by its ``DONE``). The next tag is the
@@ -50,6 +52,7 @@ from .sync import (
     Control,
     Idle,
     Waker,
+    all_done,
     wait,
 )
 
@@ -115,6 +118,14 @@ class Tree:
         else:
             self.parent_sleep, self.parent_bell = -1, None
         self._seq = 0  # the tag number the current wait is for
+
+    @property
+    def decides(self) -> bool:
+        """Whether this worker decides the next tag: the root."""
+        return self.parent < 0
+
+    def done(self) -> None:
+        """After this worker's ``DONE``: nothing (:meth:`combine` rings the parent)."""
 
     def cells_touched(self) -> list[int]:
         """The control cells this worker reads or writes at a tag to agree on the next one,
@@ -197,16 +208,7 @@ class Tree:
         return cells[a], cells[a + 1], cells[a + 2], cells[a + 3]
 
     def _await(self, cond: Callable[[], bool], bell: Bell) -> None:
-        """Return once ``cond()`` holds (sleeping on ``bell`` after the spin).
-
-        Raises:
-            Aborted: the run was aborted or a worker failed meanwhile.
-        """
-        if not cond():
-            self.ctl.flush()
-            wait(cond, self.cells, self.base + SLEEP, bell, self.spin_ns, self.idle)
-        if self.cells[FAILS] or self.cells[STATE] == ABORT:
-            raise Aborted()
+        _await(self.ctl, self.base, cond, bell, self.spin_ns, self.idle)
 
     def _ring_children(self) -> None:
         """Ring the children that sleep, but those asleep in a skip (worker 0 calls them
@@ -215,6 +217,80 @@ class Tree:
         for _, _, first, sleep, bell in self.children:
             if cells[sleep] and (first < 0 or not skips.asleep_in_skip(first)):
                 bell.ring()
+
+
+def _await(
+    ctl: Control, base: int, cond: Callable[[], bool], bell: Bell, spin_ns: int, idle: Idle | None
+) -> None:
+    """Return once ``cond()`` holds: the worker whose cells start at ``base`` waits
+    (:func:`reactors.parallel.sync.wait`, sleeping on ``bell``), after sending what it queued
+    for other nodes.
+
+    Raises:
+        Aborted: the run was aborted or a worker failed meanwhile.
+    """
+    cells = ctl.local_cells
+    if not cond():
+        ctl.flush()
+        wait(cond, cells, base + SLEEP, bell, spin_ns, idle)
+    if cells[FAILS] or cells[STATE] == ABORT:
+        raise Aborted()
+
+
+class Flat:
+    """The flat exchange, worker ``me``'s part (arguments as for :class:`Tree`): every worker
+    waits for every other's ``DONE`` (or its skip) and takes the minimum of every report
+    itself; for fewer than :data:`TREE_FROM` workers, and across nodes. Every worker decides
+    (``decides``), so :meth:`announce` and :meth:`decision` have nothing to do."""
+
+    decides: Final = True
+
+    def __init__(self, ctl: Control, me: int, skips: Skips, spin_ns: int, idle: Idle | None):
+        self.ctl = ctl
+        self.cells = ctl.local_cells
+        self.base = ctl.worker_base(me)
+        self.skips = skips
+        self.spin_ns, self.idle = spin_ns, idle
+        self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
+        self.report_cells = [
+            [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
+        ]
+        self._seq = 0  # the tag number the current wait is for
+
+    def _all_done(self) -> bool:
+        if self.skips.others:
+            return self.skips.all_done(self._seq)
+        return all_done(self.cells, self.done_cells, self._seq)
+
+    def done(self) -> None:
+        """After this worker's ``DONE``: ring the others that sleep (they wait for it)."""
+        self.skips.wake_peers()
+
+    def combine(self, seq: int, own: Report, bell: Bell) -> Report:
+        """Wait until every worker completed tag number ``seq`` (or skips it) and return the
+        minimum of every report and ``own``.
+
+        Raises:
+            Aborted: the run was aborted or a worker failed meanwhile.
+        """
+        self._seq = seq
+        _await(self.ctl, self.base, self._all_done, bell, self.spin_ns, self.idle)
+        cells = self.cells
+        nt, nm, st, sm = own
+        for r in self.report_cells[seq & 1]:
+            et, em, rt, rm = cells[r], cells[r + 1], cells[r + 2], cells[r + 3]
+            if et < nt or (et == nt and em < nm):
+                nt, nm = et, em
+            if rt < st or (rt == st and rm < sm):
+                st, sm = rt, rm
+        return nt, nm, st, sm
+
+    def announce(self, seq: int, decision: Report) -> None:
+        """Nothing: every worker decided alike."""
+
+    def decision(self, seq: int, bell: Bell) -> Report:
+        """Never asked: every worker decides (``decides``)."""
+        raise AssertionError("the flat exchange has no decision to wait for")
 
 
 def use_tree(ctl: Control, workers: int, free: bool) -> bool:

@@ -28,19 +28,18 @@ from ..records.recording_file import ReplayError
 from ..records.replay import replay_timing, tape_for
 from ..records.snapshot import SnapshotError
 from ..records.trace import Digest, Recorders, Timeline
+from .contention import CONTENTION, usable_cores
 from .coordinator import Coordinator
 from .plan import Plan, free_running, written_ports
 from .shm import SharedMemoryFull
 from .sync import (
     CODE,
-    CONTENTION,
     FAILS,
     STATUS,
     STOP_ASKED,
     W_FAILED,
     Aborted,
     Control,
-    usable_cores,
 )
 from .transport import Bell, Endpoint
 from .worker_connections import Link

@@ -48,14 +48,12 @@ from ..core.engine import decide
 from ..core.event_queue import heappop
 from ..core.log import Log
 from ..core.scheduler import Scheduler
-from .agreement import Tree, use_tree
+from .agreement import Flat, Tree, use_tree
 from .skipped_tags import Skips
 from .sync import (
     ABORT,
     BATCH_SEQ,
     COORD_SLEEP,
-    DONE,
-    FAILS,
     GO_M,
     GO_SEQ,
     GO_T,
@@ -73,7 +71,6 @@ from .sync import (
     WAIT_AT,
     WAIT_CELL,
     Aborted,
-    all_done,
     ring_if_sleeping,
     wait,
 )
@@ -154,18 +151,17 @@ class WorkerScheduler(Scheduler):
         self._accounted = 0
         self._want = self._cell = 0  # what the current wait waits for
         ctl = link.ctl
-        self.done_cells = [ctl.worker_base(w) + DONE for w in range(ctl.workers)]
-        self.report_cells = [
-            [ctl.worker_base(w) + REPORT[p] for w in range(ctl.workers)] for p in (0, 1)
-        ]
+        self.report_cells = (self.base + REPORT[0], self.base + REPORT[1])  # by parity
         self.skip = Skips(ctl, self.me, link.bells, link.skippers, self.engine)
-        self.tree: Tree | None = None
+        # how a free-running run agrees on the next tag (None: the coordinator decides)
+        self.agreement: Tree | Flat | None = None
         if use_tree(ctl, ctl.workers, link.free):
-            self.tree = Tree(
-                ctl, self.me, link.bells, self.skip, link.spin_ns, link.idle, link.skippers
-            )
-            if self.tree.children:  # its subtree reports through it at every tag
+            tree = Tree(ctl, self.me, link.bells, self.skip, link.spin_ns, link.idle, link.skippers)
+            if tree.children:  # its subtree reports through it at every tag
                 self.skip.may = False
+            self.agreement = tree
+        elif link.free:
+            self.agreement = Flat(ctl, self.me, self.skip, link.spin_ns, link.idle)
         self._report = (NONE_T, 0, NONE_T, 0)  # this worker's report of the current tag
         # the timing trace's events (target property ``tracing``), its waits for the others
         # among them, or None
@@ -205,7 +201,7 @@ class WorkerScheduler(Scheduler):
                 if free:
                     timeline = self.timeline
                     t0 = perf_counter_ns() if timeline is not None else 0
-                    more = self._tree_agree(final) if self.tree is not None else self._agree(final)
+                    more = self._agree(final)
                     if timeline is not None:
                         timeline.span(SYNC_TAG, t0, perf_counter_ns())
                     if not more:
@@ -352,26 +348,19 @@ class WorkerScheduler(Scheduler):
             if self.link.free:
                 if cells[STOP_ASKED]:  # the supervisor's stop on a signal: at the next tag
                     engine.lower_stop(engine.time, engine.micro + 1)
-                r = self.report_cells[self.seq & 1][self.me]
+                r = self.report_cells[self.seq & 1]
                 self._report = (nt, nm, engine.stop_time, engine.stop_micro)
                 self.link.ctl.write_cells(r, self._report)
             else:
                 self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
         self.link.ctl.set_done(self.me, self.seq, self.link.free and not final)
-        if self.tree is not None:
-            return  # the tree rings whom this DONE concerns
-        if self.link.free:
-            self.skip.wake_peers()
+        if self.agreement is not None:
+            self.agreement.done()
         else:
             ring_if_sleeping(cells, COORD_SLEEP, self.coord_bell)
 
     # ------------------------------------------------------------------ free-running
-
-    def _all_done(self) -> bool:
-        if self.skip.others:
-            return self.skip.all_done(self._want)
-        return all_done(self.cells, self.done_cells, self._want)
 
     def _skip(self) -> None:
         """Skip the tags before this worker's earliest event
@@ -383,7 +372,7 @@ class WorkerScheduler(Scheduler):
         nt, nm = top if top is not None else (NONE_T, 0)
         # the report of this tag (nobody reads it before every worker's DONE of this tag
         # or this skip); that of the last tag run stays valid: nothing changed since
-        r = self.report_cells[self.seq & 1][self.me]
+        r = self.report_cells[self.seq & 1]
         link.ctl.write_cells(r, (nt, nm, engine.stop_time, engine.stop_micro))
         self.seq, gt, gm, engine.stop_time, engine.stop_micro = self.skip.sleep(
             self.base, self.seq, (nt, nm), self.bell, link.spin_ns, link.idle
@@ -392,41 +381,27 @@ class WorkerScheduler(Scheduler):
         if engine.at_stop():
             self._trigger_shutdown()
 
-    def _await_all_done(self, seq: int) -> None:
-        """Wait until every worker published ``DONE`` of tag ``seq``; :class:`Aborted` if
-        the run was aborted or a worker failed meanwhile."""
-        cells = self.cells
-        self._want = seq
-        if not self._all_done():
-            link = self.link
-            link.ctl.flush()
-            wait(self._all_done, cells, self.base + SLEEP, self.bell, link.spin_ns, link.idle)
-        if cells[FAILS] or cells[STATE] == ABORT:
-            raise Aborted()
-
     def _agree(self, final: bool) -> bool:
-        """Wait until every worker completed the current tag, then enter the next, decided from
-        every worker's report; False after the stop tag."""
+        """Wait until every worker completed the current tag (:mod:`reactors.parallel.agreement`:
+        up the tree, or every worker's ``DONE``), then enter the next tag, decided here or
+        by the tree's root; False after the stop tag."""
+        agreement = self.agreement
+        assert agreement is not None  # a free-running run
         seq = self.seq
-        self._await_all_done(seq)
+        combined = agreement.combine(seq, self._report, self.bell)
         coord = self.coordinator
-        if coord is not None:
+        if coord is not None:  # worker 0: every worker completed tag ``seq``
             coord.complete(seq, final)
             if self.checkpoint is not None:
                 self.checkpoint.combine(self.stop_signalled())  # every worker's part
+        if agreement.decides:
+            decision = (NONE_T, 0, NONE_T, 0) if final else self._decide(combined)
+            agreement.announce(seq, decision)
+        else:
+            decision = agreement.decision(seq, self.bell)
         if final:
             return False
-        cells, engine = self.cells, self.engine
-        nt, nm = NONE_T, 0
-        st, sm = engine.stop_time, engine.stop_micro
-        for r in self.report_cells[self.seq & 1]:
-            et, em, rt, rm = cells[r], cells[r + 1], cells[r + 2], cells[r + 3]
-            if et < nt or (et == nt and em < nm):
-                nt, nm = et, em
-            if rt < st or (rt == st and rm < sm):
-                st, sm = rt, rm
-        gt, gm, st, sm = self._decide((nt, nm, st, sm))
-        self._enter_agreed(gt, gm, st, sm)
+        self._enter_agreed(*decision)
         return True
 
     def _decide(self, report: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
@@ -439,31 +414,6 @@ class WorkerScheduler(Scheduler):
         tag, stop, _ = decide(top, (engine.time, engine.micro), (st, sm), False, True, 0)
         assert tag is not None  # never idle without keepalive
         return tag[0], tag[1], stop[0], stop[1]
-
-    def _tree_agree(self, final: bool) -> bool:
-        """Agree on the next tag up the combining tree and enter it; False after the stop
-        tag, once every worker completed it (:mod:`reactors.parallel.agreement`)."""
-        tree = self.tree
-        assert tree is not None
-        seq = self.seq
-        combined = tree.combine(seq, self._report, self.bell)
-        if tree.parent >= 0:
-            decision = tree.decision(seq, self.bell)
-            if final:
-                return False
-            self._enter_agreed(*decision)
-            return True
-        coord = self.coordinator
-        assert coord is not None  # the root is worker 0, which runs the coordinator
-        coord.complete(seq, final)  # every worker completed tag ``seq``
-        if self.checkpoint is not None:
-            self.checkpoint.combine(self.stop_signalled())
-        decision = (NONE_T, 0, NONE_T, 0) if final else self._decide(combined)
-        tree.announce(seq, decision)
-        if final:
-            return False
-        self._enter_agreed(*decision)
-        return True
 
     def _enter_agreed(self, gt: int, gm: int, st: int, sm: int) -> None:
         """Enter the agreed tag ``(gt, gm)`` with the stop tag ``(st, sm)``."""
