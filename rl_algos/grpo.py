@@ -36,6 +36,7 @@ from .grpo_task import Task
 from .lag import BackgroundUpdates
 from .networks import Weights
 from .optim import Adam, clip_grad_norm
+from .runlog import atomic_save
 
 #: :attr:`GRPOLearner.stats` -> TensorBoard tag (CleanRL's ``losses/`` names where they exist)
 GRPO_TAGS = {
@@ -250,3 +251,21 @@ class BackgroundUpdate:
         self.learner, self.threads = state["learner"], state["threads"]
         self.updates = state["updates"]
         self.spans = []
+
+
+def save_model(trainer: BackgroundUpdate, path: str) -> None:
+    """Write the learner's policy to ``path`` (``model.pt``, atomically: algo, the network's
+    spec and state dict, the config and the number of updates), once its update in flight
+    has finished."""
+    trainer.close()
+    learner = trainer.learner
+    atomic_save(
+        {
+            "algo": "grpo",
+            "spec": vars(learner.net.spec),
+            "state_dict": learner.net.state_dict(),
+            "config": vars(learner.cfg),
+            "updates": learner.version,
+        },
+        path,
+    )
