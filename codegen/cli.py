@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=VALUE",
         help="override the default of a main-reactor parameter with an LF expression, "
-        "e.g. -D seed=3 -D period='10 msec' (widths and times follow it)",
+        "e.g. -D seed=3 -D period='10 msec' (widths and times follow it); PATH.NAME=VALUE "
+        "sets a parameter of the reactors at PATH inside it, e.g. -D learner.device=cpu",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     p.add_argument(

@@ -77,9 +77,9 @@ def front(path: str, rep: Reporter, overrides: Overrides | None = None) -> Front
     program = replace(program, files={**program.files, BUILTIN: parse_file(BUILTIN, rep)})
     table = ClassTable(program, rep)
     main_cls = table.get(program.main_file, main_decl)
-    defines = _defines(main_cls, ov.params or {}, rep) if main_cls is not None else {}
     delays = _delay_classes(table)
-    table.build_all()
+    table.build_all()  # the classes of the instances a -D PATH.NAME=VALUE names
+    defines = _defines(main_cls, ov.params or {}, rep) if main_cls is not None else {}
     check_classes(table, rep)
     rep.check()
     assert main_cls is not None, "cyclic inheritance is an error, raised just above"
@@ -136,13 +136,12 @@ def compile_file(
 
 def _defines(main_cls: ReactorClass, params: dict[str, str], rep: Reporter) -> dict[str, tree.Expr]:
     """The values of ``lfc -D NAME=VALUE`` (LF expression text) for parameters of the main
-    reactor: of the parameter's kind, as on the program's command line
+    reactor, and of ``-D PATH.NAME=VALUE`` for those of the instances at PATH inside it: of
+    the parameter's kind, as on the program's command line
     (:func:`reactors.model.arguments.check`), then parsed and checked like defaults written in the
     file; errors are reported, naming the ``-D`` value."""
     texts = {}
-    for name in check_define_names(main_cls, params, rep):
-        p = main_cls.param(name)
-        assert p is not None  # check_define_names keeps the parameters' names only
+    for name, p in check_define_names(main_cls, params, rep):
         where = f"{os.path.basename(p.pos.file)}:{p.pos.line}"
         try:
             texts[name] = check(name, params[name], lf_text(p.default), p.type, where)

@@ -8,6 +8,10 @@ the containing instance in that mode (spec §1.14, §3.12).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from reactors.model.forwarding import instance_path
+
 from . import tree
 from .classes import Child, ClassTable, ReactorClass
 from .diagnostics import Reporter
@@ -42,7 +46,14 @@ class Elaborator:
     ):
         self.rep = rep
         self.delay_classes = delay_classes
-        self.defines = defines
+        self.defines = {k: v for k, v in defines.items() if "." not in k}
+        # -D PATH.NAME=VALUE: instance path -> its parameters' values
+        self.contained: dict[str, dict[str, tree.Expr]] = {}
+        for k, v in defines.items():
+            if "." in k:
+                path, _, name = k.rpartition(".")
+                self.contained.setdefault(path, {})[name] = v
+        self._given: dict[str, Child] = {}  # instance path -> its site with the -D values
         self.instances: list[Instance] = []
         self.reactions: list[ReactionInst] = []
         self.edges: list[tuple[Channel, Channel]] = []
@@ -177,6 +188,7 @@ class Elaborator:
         return value
 
     def _children(self, inst: Instance, ch: Child, stack) -> None:
+        ch = self._with_defines(inst, ch)
         width = self._width(ch.node.width, inst.params) if ch.node.width else 1
         key = (id(ch.node), id(ch.cls))
         fn = self._site_names.setdefault(key, f"_lf_params_{len(self._site_names)}")
@@ -188,6 +200,21 @@ class Elaborator:
                 return
             members.append(m)
         inst.children[ch.node.name] = members
+
+    def _with_defines(self, inst: Instance, ch: Child) -> Child:
+        """``ch`` instantiated in ``inst``, its arguments replaced by the ``-D PATH.NAME``
+        values for its path (one site, hence one parameter function, per such path)."""
+        parent = instance_path(inst.name)
+        path = f"{parent}.{ch.node.name}" if parent else ch.node.name
+        given = self.contained.get(path)
+        if not given:
+            return ch
+        if path not in self._given:
+            node = ch.node
+            kept = tuple(a for a in node.assignments if a.name not in given)
+            added = tuple(tree.Assignment(n, v, node.pos) for n, v in given.items())
+            self._given[path] = replace(ch, node=replace(node, assignments=kept + added))
+        return self._given[path]
 
     def _params(self, inst: Instance, child: Child | None) -> dict:
         """Compile-time parameter values of ``inst`` (spec §1.13)."""
@@ -371,6 +398,8 @@ def elaborate(
 
     ``defines`` maps main-reactor parameters to the values given by ``lfc -D`` (checked
     by :func:`codegen.check.check_defines`); they replace the defaults of the main instance.
+    A key ``PATH.NAME`` is a parameter of the instances at PATH inside main: its value
+    replaces their instantiation's argument.
     Names were resolved by :mod:`codegen.class_check`. Errors in values (bad widths or times) and
     cyclic instantiation are reported through ``rep``; the caller calls ``rep.check()``.
     """

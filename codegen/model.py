@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections import Counter
 
 from reactors.model import program as pm
 from reactors.model import references
+from reactors.model.forwarding import instance_path
 
 from . import tree
 from .analyse import Analysis
+from .classes import ReactorClass
 from .instance import ConnectionView, Elaborated, Instance, ReactionInst
 from .pyexpr import lf_text
 from .structure import fixed_parameters
@@ -46,14 +49,15 @@ def program_of(
         channels=tuple(pm.Channel(*s, *d) for s, d in prog.edges),
         connections=tuple(_connection(c) for c in prog.connections),
         main_parameters=main_parameters(prog),
+        contained_parameters=contained_parameters(prog),
         federated=prog.sites["_lf_params_main"][1].decl.federated,
     )
 
 
 def main_parameters(prog: Elaborated) -> tuple[pm.MainParameter, ...]:
     """The main reactor's parameters (``bank_index`` aside), with their ``.lf`` text after any
-    ``lfc -D`` and what fixes each at compile time, for the program's ``--help`` and its
-    command line."""
+    ``lfc -D``, what fixes each at compile time and their descriptions, for the program's
+    ``--help`` and its command line."""
     site, main, _ = prog.sites["_lf_params_main"]  # site: the -D values as assignments
     given = {a.name: a.value for a in site.node.assignments} if site else {}
     fixed = fixed_parameters(prog)
@@ -64,11 +68,54 @@ def main_parameters(prog: Elaborated) -> tuple[pm.MainParameter, ...]:
             default=lf_text(given.get(p.name, p.default)),
             file=p.pos.file,
             line=p.pos.line,
-            fixed=fixed.get(p.name, ""),
+            fixed=fixed.get(("", p.name), ""),
+            doc=doc_of(main, p.name),
         )
         for p in main.parameters
         if p.name != "bank_index"
     )
+
+
+def contained_parameters(prog: Elaborated) -> tuple[pm.ContainedParameter, ...]:
+    """The parameters of the instances inside the main reactor, one entry per instance path
+    (a bank's members share theirs), parents first, for ``--PATH.NAME VALUE``."""
+    fixed = fixed_parameters(prog)
+    members = Counter(instance_path(i.name) for i in prog.instances if i.site is not None)
+    out: list[pm.ContainedParameter] = []
+    seen: set[str] = set()
+    for inst in prog.instances:
+        path = instance_path(inst.name)
+        if inst.site is None or path in seen:  # the main reactor, a delay, a bank's member
+            continue
+        seen.add(path)
+        given = {a.name: a.value for a in inst.site.assignments}
+        out.extend(
+            pm.ContainedParameter(
+                path=path,
+                name=p.name,
+                class_name=inst.cls.name,
+                type=p.type,
+                default=lf_text(given.get(p.name, p.default)),
+                declared=lf_text(p.default),
+                file=p.pos.file,
+                line=p.pos.line,
+                members=members[path],
+                fixed=fixed.get((path, p.name), ""),
+                doc=doc_of(inst.cls, p.name),
+            )
+            for p in inst.cls.parameters
+            if p.name != "bank_index"
+        )
+    return tuple(out)
+
+
+def doc_of(cls: ReactorClass, name: str) -> str:
+    """The description of parameter ``name`` of ``cls``: its own, else that of the nearest
+    superclass that declares the parameter with one ("" without)."""
+    p = cls.param(name)
+    if p is not None and p.doc:
+        return p.doc
+    return next((d for s in cls.supers if (d := doc_of(s, name))), "")
 
 
 def target_settings(t: TargetConfig) -> pm.TargetSettings:

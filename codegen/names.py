@@ -36,24 +36,53 @@ def check_names(cls: ReactorClass, rep: Reporter) -> None:
                 rep.error(f"'{use.name}' is not a parameter of this reactor", use.pos)
 
 
-def check_define_names(main: ReactorClass, defines: Mapping[str, str], rep: Reporter) -> list[str]:
-    """The names of ``defines`` (``lfc -D NAME=VALUE``: NAME -> VALUE) that are parameters of
-    ``main``; each other one is reported with the parameter it is likely a misspelling of
-    (:func:`reactors.model.arguments.close_match`) and the list of them."""
-    names = [p.name for p in main.parameters if p.name != "bank_index"]
+def check_define_names(
+    main: ReactorClass, defines: Mapping[str, str], rep: Reporter
+) -> list[tuple[str, tree.Parameter]]:
+    """The names of ``defines`` (``lfc -D NAME=VALUE``: NAME -> VALUE; ``PATH.NAME`` for a
+    parameter of the instances at PATH inside ``main``) that name parameters, each with the
+    parameter; each other one is reported with what it is likely a misspelling of
+    (:func:`reactors.model.arguments.close_match`) and what there is."""
     known = []
     for name, value in defines.items():
-        if main.param(name) is not None:
-            known.append(name)
+        path, _, param = name.rpartition(".")
+        cls = _instance_class(main, path, f"-D {name}={value}", rep) if path else main
+        if cls is None:
             continue
-        near = close_match(name, names)
+        p = cls.param(param) if param != "bank_index" else None
+        if p is not None:
+            known.append((name, p))
+            continue
+        names = [q.name for q in cls.parameters if q.name != "bank_index"]
+        near = close_match(param, names)
+        whose = f"the main reactor '{main.name}'" if not path else f"'{path}' ({cls.name})"
         rep.error(
-            f"-D {name}={value}: the main reactor '{main.name}' has no parameter '{name}'"
+            f"-D {name}={value}: {whose} has no parameter '{param}'"
             + (f"; did you mean '{near}'?" if near else "")
             + (f" (its parameters are {', '.join(names)})" if names else ""),
             None,
         )
     return known
+
+
+def _instance_class(main: ReactorClass, path: str, what: str, rep: Reporter) -> ReactorClass | None:
+    """The class of the instances at ``path`` (``a.b``) inside ``main``, or None after
+    reporting ``what`` names no such instance."""
+    cls = main
+    for part in path.split("."):
+        child = cls.child(part)
+        if child is None:
+            names = [c.node.name for c in cls.children]
+            near = close_match(part, names)
+            rep.error(
+                f"{what}: reactor '{cls.name}' has no instance '{part}'"
+                + (f"; did you mean '{near}'?" if near else "")
+                + (f" (its instances are {', '.join(names)})" if names else ""),
+                None,
+            )
+            return None
+        cls = child.cls
+    return cls
 
 
 def _reaction_names(cls: ReactorClass, x: tree.Reaction, rep: Reporter) -> None:

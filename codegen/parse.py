@@ -1,7 +1,8 @@
 """Parse a Lingua Franca (target Python) file into the AST of :mod:`codegen.tree`.
 
 The grammar is ``grammar.lark`` (LALR(1), contextual lexer). The parser builds the frozen
-dataclasses of :mod:`codegen.tree` as it reduces each rule (:mod:`codegen.transform`). Syntax
+dataclasses of :mod:`codegen.tree` as it reduces each rule (:mod:`codegen.transform`); the
+comments it skips give the parameters their descriptions (:mod:`codegen.doc_comments`). Syntax
 errors become ``file:LINE:COL: error: ...`` diagnostics; no lark or Python exception escapes.
 """
 
@@ -19,6 +20,7 @@ from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
 from .diagnostics import Reporter
+from .doc_comments import attach, collected, on_comment
 from .lexing import end_position, find_lexical_error, line_col
 from .reduction import install_reductions
 from .sources import read_source
@@ -66,8 +68,8 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     reporter.sources[file] = text
     try:
-        with _no_cycle_collection():
-            return build(_lark(), file, text)
+        with _no_cycle_collection(), collected() as comments:
+            return attach(build(_lark(), file, text), comments)
     except UnexpectedInput as err:
         message, offset = _describe(err, text)
         line, col = line_col(text, offset) if offset < len(text) else end_position(text)
@@ -82,12 +84,16 @@ def parse(text: str, file: str, reporter: Reporter) -> Model:
 
 def parse_define(name: str, text: str, reporter: Reporter) -> Model:
     """Parse ``lfc -D name=text`` as a file ``<-D name>`` that declares one main reactor with
-    the one parameter ``name = text`` (so that it is checked like one written in a file).
+    the one parameter ``name = text`` (so that it is checked like one written in a file; for
+    ``-D path.name=text`` the parameter is ``name``).
 
     Raises:
         CompileError: after reporting a syntax error in ``text``.
     """
-    return parse(f"target Python\nmain reactor X({name} = {text}) {{}}\n", f"<-D {name}>", reporter)
+    param = name.rpartition(".")[2]
+    return parse(
+        f"target Python\nmain reactor X({param} = {text}) {{}}\n", f"<-D {name}>", reporter
+    )
 
 
 def parse_file(path: str, reporter: Reporter) -> Model:
@@ -141,6 +147,8 @@ def _lark() -> Lark:
         propagate_positions=False,  # positions come with the reductions
         maybe_placeholders=False,
         cache=True,
+        # comments are ignored by the grammar; the lexer hands them over for doc comments
+        lexer_callbacks={"LINE_COMMENT": on_comment, "BLOCK_COMMENT": on_comment},
     )
     install_reductions(lark)
     return lark

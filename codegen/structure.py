@@ -1,48 +1,57 @@
-"""Which main-reactor parameters fix the program's structure or timing at compile time.
+"""Which parameters fix the program's structure or timing at compile time.
 
-A main parameter that reaches (directly, or through the parameters of the instances it is
-passed to) a bank or multiport width, a timer's offset or period, an action's minimum delay
-or spacing, an ``after`` delay, a deadline or a watchdog timeout is resolved by the compiler:
-the program's graph is built from its value. Such a parameter can only change with
-``lfc -D``; every other main parameter is read when the program starts and may be given on
-its command line.
+A parameter (of the main reactor or of a contained instance) that reaches (directly, or
+through the parameters of the instances it is passed to) a bank or multiport width, a timer's
+offset or period, an action's minimum delay or spacing, an ``after`` delay, a deadline or a
+watchdog timeout is resolved by the compiler: the program's graph is built from its value.
+Such a parameter can only change with ``lfc -D``; every other parameter is read when the
+program starts and may be given on its command line (``--seed 3``, ``--learner.device cpu``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from reactors.model.forwarding import instance_path
+
 from . import tree
 from .instance import Elaborated, Instance
 
-#: Instance parameter name -> the main parameters its value is computed from.
-Sources = dict[str, frozenset[str]]
+#: A parameter of the program: (instance path, parameter name); the path of the main
+#: reactor is "", that of a contained instance its names below main without bank indexes
+#: (:func:`reactors.model.forwarding.instance_path`).
+Key = tuple[str, str]
+#: Instance parameter name -> the program's parameters its value is computed from.
+Sources = dict[str, frozenset[Key]]
 
 
-def fixed_parameters(prog: Elaborated) -> dict[str, str]:
-    """Main parameter name -> what fixes it at compile time (e.g. ``"the width of bank
-    Main.envs"``), for each main parameter that does; the first use found is named."""
-    fixed: dict[str, str] = {}
+def fixed_parameters(prog: Elaborated) -> dict[Key, str]:
+    """Each parameter that fixes something at compile time -> what it fixes (e.g. ``"the
+    width of bank Main.envs"``); the first use found is named."""
+    fixed: dict[Key, str] = {}
     sources: dict[int, Sources] = {}
     for inst in prog.instances:  # parents come before their children
         sources[inst.id] = _sources(inst, sources)
         for expr, what in _structural_uses(inst):
             for ref in _param_refs(expr):
-                for name in sorted(sources[inst.id].get(ref, frozenset())):
-                    fixed.setdefault(name, what)
+                for key in sorted(sources[inst.id].get(ref, frozenset())):
+                    fixed.setdefault(key, what)
     return fixed
 
 
 def _sources(inst: Instance, known: dict[int, Sources]) -> Sources:
-    """The main parameters each parameter of ``inst`` is computed from."""
-    if inst.parent is None:
-        return {p.name: frozenset([p.name]) for p in inst.cls.parameters}
-    if inst.site is None:  # a lowered 'after' delay: its delay is a use in the container
-        return {}
+    """The parameters each parameter of ``inst`` is computed from: itself, and those its
+    instantiation's argument refers to."""
+    if inst.parent is not None and inst.site is None:  # a lowered 'after' delay: its delay
+        return {}  # is a use in the container
+    path = instance_path(inst.name)
+    out: Sources = {p.name: frozenset([(path, p.name)]) for p in inst.cls.parameters}
+    if inst.parent is None or inst.site is None:
+        return out
     parent = known[inst.parent.id]
-    out: Sources = {}
     for a in inst.site.assignments:
-        out[a.name] = frozenset(s for ref in _param_refs(a.value) for s in parent.get(ref, ()))
+        refs = frozenset(s for ref in _param_refs(a.value) for s in parent.get(ref, ()))
+        out[a.name] = out.get(a.name, frozenset()) | refs
     return out
 
 

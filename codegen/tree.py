@@ -182,11 +182,15 @@ class Attribute:
 
 @dataclass(frozen=True)
 class Parameter:
+    """A reactor parameter; ``doc`` is its one-line description from the comment beside or
+    above it (:mod:`codegen.doc_comments`), "" without one."""
+
     name: str
     default: Expr | None  # None is an error reported by the checker
     type: str | None  # any type annotation (an error in Python)
     attributes: tuple[Attribute, ...]
     pos: Pos
+    doc: str = ""
 
 
 @dataclass(frozen=True)

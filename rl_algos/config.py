@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
@@ -108,3 +109,36 @@ def _check_kind(owner: str, name: str, value: Any, declared: Any) -> None:
             f"hyperparameter {name} of {owner} must be a {declared.__name__}, "
             f"not {value!r} ({type(value).__name__})"
         )
+
+
+#: A device name :func:`rl_algos.device.choose_device` takes.
+_DEVICE = re.compile(r"auto|cpu|cuda(?::\d+)?")
+
+
+def chosen(hparams: Mapping[str, Any], **given: Any) -> dict[str, Any]:
+    """``hparams`` with the values a learner reactor's own parameters choose on top
+    (``hidden``, ``device``, ``network``: set on its command line as ``--learner.hidden
+    '[128, 128]'``); "" or an empty list chooses nothing, leaving the value to ``hparams``,
+    then to the config class's default.
+
+    Raises:
+        ConfigError: a ``hidden`` that is not a list of positive integers, or a ``device``
+            other than "auto", "cpu", "cuda" or "cuda:N".
+    """
+    out = dict(hparams)
+    for name, value in given.items():
+        if value == "" or (isinstance(value, (list, tuple)) and not value):
+            continue
+        _check_choice(name, value)
+        out[name] = value
+    return out
+
+
+def _check_choice(name: str, value: Any) -> None:
+    if name == "hidden" and not (
+        isinstance(value, (list, tuple))
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
+        raise ConfigError(f"hidden {value!r}: expected a list of positive integers (MLP widths)")
+    if name == "device" and not (isinstance(value, str) and _DEVICE.fullmatch(value)):
+        raise ConfigError(f"device {value!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")

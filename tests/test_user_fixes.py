@@ -231,6 +231,7 @@ def test_graph_json_lists_the_main_parameters(tmp_path):
         "file": str(src),
         "line": 3,
         "fixed": "",
+        "doc": "",
     }
 
 

@@ -98,7 +98,9 @@ def read_command_line(module: ModuleType, graph: Program, args: Sequence[str]) -
     command-line error printed its line and the pointer to ``--help``. Needs nothing of the
     module but its path, so the launcher answers before the module's imports (torch)."""
     try:
-        opts = parse_options(list(args), graph.target, graph.main_parameters)
+        opts = parse_options(
+            list(args), graph.target, graph.main_parameters, graph.contained_parameters
+        )
     except (LaunchError, ValueError) as e:
         sys.stderr.write(command_line_error(graph, getattr(module, "__file__", None), e))
         return 1

@@ -1,6 +1,8 @@
-"""A generated program's command line: the options and main-reactor parameters it takes
-(``--help``: :func:`usage`), parsed into :class:`Options` over the target's properties
-(spec §5.3). Used by :mod:`reactors.launch.main` and, before the module loads, by
+"""A generated program's command line: the options and parameters it takes (``--help``:
+:func:`reactors.launch.usage.usage`), parsed into :class:`Options` over the target's
+properties (spec §5.3). A parameter is the main reactor's (``--seed 3``) or that of a reactor
+inside it (``--learner.device cpu``, :mod:`reactors.model.forwarding`). Used by
+:mod:`reactors.launch.main` and, before the module loads, by
 :mod:`reactors.launch.before_import`."""
 
 from __future__ import annotations
@@ -15,76 +17,14 @@ from ..core.context import new_run_id
 from ..core.errors import LaunchError
 from ..core.units import is_unit, parse_duration
 from ..model.arguments import Argument, argument, close_match
-from ..model.program import MainParameter, Program
+from ..model.program import ContainedParameter, MainParameter, Program
 from ..model.target import DEFAULTS, TargetSettings
+from .usage import USAGE, usage, where
 
-USAGE = """\
-usage: {prog} [options]
-  -f, --fast [true|false]                 do not wait for physical time
-  -o, --timeout <duration> <units>        stop after this much logical time
-  -k, --keepalive [true|false]            keep running when the event queue is empty
-  -w, --workers <n>                       number of workers (0: one per core)
-  --backend processes|threads             how workers run when there are several
-  --cluster ray[=<address>]               run the workers as actors of a running Ray cluster
-                                          (address: host:port; default: the local one)
-  --digest <file>                         write a digest of every port value at every tag
-  --checkpoint-every <n> <units>          snapshot the program every so much logical time
-  --checkpoint-every-tags <n>             snapshot the program every n tags
-  --checkpoint-dir <dir>                  where snapshots go (default: the program's own,
-                                          e.g. an RL run's directory; else checkpoints)
-  --checkpoint-keep <k>                   keep the last k snapshots (default: 3)
-  --resume <snapshot or dir>              continue a run from a snapshot (a dir: the newest
-                                          of the run there, also in its checkpoints/, e.g.
-                                          an RL run's directory; not a run that finished or
-                                          that another process is writing);
-                                          only one your key authenticates (see --trust)
-  --record <file>                         record the inputs from outside logical time
-  --record-every-tag                      check every tag's port values in the recording
-                                          (default: as many tags as 5% of the run's time allows)
-  --replay <file>                         re-run with a recording's inputs, check its digests;
-                                          only one your key authenticates (see --trust)
-  --trust                                 resume or replay a file your key does not
-                                          authenticate (another user's, an older version's):
-                                          it is unpickled, so it can run any code
-  -m, --start-time-multiple <n> <units>   round the start time up to a multiple
-  --verbose                               explain choices (e.g. the worker count of -w 0)
-  -h, --help                              print this message
-  --<parameter> <value>                   set a main-reactor parameter (listed below)
-Units: nsec usec msec sec minute hour day week (and their LF spellings).
-Snapshots and recordings carry an HMAC-SHA256 under your key, the file $LF_RL_KEY, else
-$XDG_CONFIG_HOME/lf-rl/key or ~/.config/lf-rl/key (made on first use; keep it private)."""
+__all__ = ["Options", "command_line_error", "parse_options", "program_args", "usage"]
+
 #: The options of :data:`USAGE`, for the close match of an unknown one.
 _OPTION_NAMES = tuple(re.findall(r"--([a-z][\w-]*)", USAGE))
-
-
-def usage(program: Program) -> str:
-    """The ``--help`` text of ``program``: the options, then the main reactor's parameters
-    with their types, values and ``.lf`` lines."""
-    name = program.name or "program"
-    text = USAGE.format(prog=name)
-    params = program.main_parameters
-    if not params:
-        return text
-    heads = [_param_head(p) for p in params]
-    width = min(max(map(len, heads)), 40)
-    lines = [
-        f"  {head:<{width}}  ({_where(p)})" + (f" compile time only: {p.fixed}" if p.fixed else "")
-        for head, p in zip(heads, params)
-    ]
-    title = (
-        f"Parameters of the main reactor {name} (--NAME VALUE when it starts, "
-        "lfc -D NAME=VALUE when compiled):"
-    )
-    return "\n".join([text, "", VALUES, "", title, *lines])
-
-
-#: How the values of main parameters are written, before their list in ``--help``.
-VALUES = """\
-A VALUE is an LF expression of the kind of the parameter's default: 3 (an integer; not 1.5,
-not 2.0), 1e-3 (a number; 3 is one too), true, 10 msec (a time; 0 is one too), [64, 64] (a list;
-items of the kind the default's share), any text for a string (--env_id Acrobot-v1).
-{= code =} is Python code that the program runs when it starts, in every worker: a command
-line with one runs what it says, as the .lf file would; what it returns is not checked."""
 
 
 def command_line_error(program: Program, module_file: str | None, error: Exception) -> str:
@@ -100,17 +40,6 @@ def command_line_error(program: Program, module_file: str | None, error: Excepti
             rel = os.path.relpath(path)
             launcher = path if rel.startswith("..") else os.path.join(".", rel)
     return f"{name}: error: {error}\nrun {launcher} --help for the options\n"
-
-
-def _where(p: MainParameter) -> str:
-    """``file.lf:LINE`` of the declaration of ``p``."""
-    return f"{os.path.basename(p.file)}:{p.line}"
-
-
-def _param_head(p: MainParameter) -> str:
-    """``name: type = value`` (``name = value`` without a declared type), on one line."""
-    typed = f"{p.name}: {p.type}" if p.type else p.name
-    return " ".join(f"{typed} = {p.default}".split())
 
 
 @dataclass
@@ -132,7 +61,8 @@ class Options:
     verbose: bool = False  # explain choices on stderr
     profile: str | None = None  # where a -w 0 run on one worker saves what it measured
     placement: tuple[int, ...] | None = None  # -w 0's placement (worker of each reactor id)
-    arguments: tuple[Argument, ...] = ()  # main-reactor parameters given as --NAME VALUE
+    # parameters given as --NAME VALUE (main reactor) or --PATH.NAME VALUE (one inside it)
+    arguments: tuple[Argument, ...] = ()
     # snapshots (reactors.records.checkpoint): every so many ns of logical time or tags, where, how
     # many kept; the snapshot (file or directory) to resume from
     checkpoint_every: int | None = None
@@ -154,12 +84,15 @@ def parse_options(
     argv: Sequence[str],
     target: TargetSettings = DEFAULTS,
     parameters: Sequence[MainParameter] = (),
+    contained: Sequence[ContainedParameter] = (),
 ) -> Options:
     """Parse program options over the program's target properties ``target``; ``--NAME
-    VALUE`` (or ``--NAME=VALUE``) sets the main-reactor parameter NAME of ``parameters``.
+    VALUE`` (or ``--NAME=VALUE``) sets the main-reactor parameter NAME of ``parameters``,
+    ``--PATH.NAME VALUE`` the parameter NAME of the instances at PATH (``contained``).
 
-    Raises LaunchError for an unknown option or a malformed value, and for a parameter that
-    is fixed at compile time (the message says to use ``lfc -D``).
+    Raises LaunchError for an unknown option, instance or parameter (naming what is likely
+    meant), a malformed value, and a parameter that is fixed at compile time (the message
+    says to use ``lfc -D``).
     """
     o = Options(
         fast=target.fast, keepalive=target.keepalive, timeout=target.timeout, workers=target.workers
@@ -199,10 +132,12 @@ def parse_options(
             o.trust = True
         elif a in _CHECKPOINT_OPTIONS:
             _checkpoint_option(o, a, args)
+        elif a.startswith("--") and "." in _option_name(a):
+            o.arguments += (_argument(_contained(a, contained), a, args),)
         elif a.startswith("--") and (p := _parameter(a, parameters)) is not None:
             o.arguments += (_argument(p, a, args),)
         else:
-            raise LaunchError(_unknown(a, parameters))
+            raise LaunchError(_unknown(a, parameters, contained))
     if o.cluster and o.backend == "threads":
         raise LaunchError("--cluster runs the workers as processes; drop --backend threads")
     return o
@@ -255,19 +190,51 @@ def _path(args: list, opt: str) -> str:
     return os.path.abspath(args.pop(0))
 
 
+def _option_name(opt: str) -> str:
+    """The name of ``--NAME`` or ``--NAME=VALUE``, with ``_`` for the dashes that may stand
+    for underscores."""
+    return opt[2:].split("=", 1)[0].replace("-", "_")
+
+
 def _parameter(opt: str, parameters: Sequence[MainParameter]) -> MainParameter | None:
-    """The main parameter that ``--NAME`` or ``--NAME=VALUE`` sets (dashes may stand for
-    underscores), or None."""
-    name = opt[2:].split("=", 1)[0]
-    for p in parameters:
-        if name in (p.name, p.name.replace("_", "-")):
-            return p
-    return None
+    """The main parameter that ``--NAME`` or ``--NAME=VALUE`` sets, or None."""
+    name = _option_name(opt)
+    return next((p for p in parameters if p.name == name), None)
 
 
-def _argument(p: MainParameter, opt: str, args: list) -> Argument:
-    """``--NAME VALUE`` (``opt``, then the value from ``args``) for parameter ``p``, checked;
-    a time may come as two words (``--period 10 msec``)."""
+def _contained(opt: str, contained: Sequence[ContainedParameter]) -> ContainedParameter:
+    """The parameter of a contained instance that ``--PATH.NAME`` (or ``=VALUE``) sets.
+
+    Raises:
+        LaunchError: no instance at PATH has parameters, or none called NAME: the message
+            names what is likely meant and what there is.
+    """
+    path, _, name = _option_name(opt).rpartition(".")
+    found = [p for p in contained if p.path == path]
+    p = next((p for p in found if p.name == name), None)
+    if p is not None:
+        return p
+    if not found:
+        paths = list(dict.fromkeys(p.path for p in contained))
+        near = close_match(path, paths)
+        hint = f"; did you mean '--{near}.{name}'?" if near else ""
+        listed = f" (those with parameters: {', '.join(paths)})" if paths else ""
+        raise LaunchError(
+            f"unknown option '{opt}': no reactor inside is called '{path}'{hint}{listed}"
+        )
+    names = [q.name for q in found]
+    near = close_match(name, names)
+    hint = f"; did you mean '--{path}.{near}'?" if near else ""
+    raise LaunchError(
+        f"unknown option '{opt}': {found[0].class_name} '{path}' has no parameter '{name}'"
+        f"{hint} (its parameters are {', '.join(names)})"
+    )
+
+
+def _argument(p: MainParameter | ContainedParameter, opt: str, args: list) -> Argument:
+    """``--NAME VALUE`` or ``--PATH.NAME VALUE`` (``opt``, then the value from ``args``) for
+    parameter ``p``, checked against the kind of its default (a contained one's: the default
+    its class declares); a time may come as two words (``--period 10 msec``)."""
     if "=" in opt:
         text = opt.split("=", 1)[1]
     elif args:
@@ -276,23 +243,36 @@ def _argument(p: MainParameter, opt: str, args: list) -> Argument:
             text += " " + args.pop(0)
     else:
         raise LaunchError(f"{opt} expects a value (an LF expression)")
+    name, kind = (
+        (p.option, p.declared) if isinstance(p, ContainedParameter) else (p.name, p.default)
+    )
     if p.fixed:
         raise LaunchError(
-            f"--{p.name} {text}: '{p.name}' is fixed at compile time ({p.fixed}); "
-            f"rebuild the program with lfc -D {p.name}={text}"
+            f"--{name} {text}: '{name}' is fixed at compile time ({p.fixed}); "
+            f"rebuild the program with lfc -D {name}={text}"
         )
     try:
-        return argument(p.name, text, p.default, p.type, _where(p))
+        return argument(name, text, kind, p.type, where(p))
     except ValueError as e:
         raise LaunchError(str(e)) from None
 
 
-def _unknown(opt: str, parameters: Sequence[MainParameter]) -> str:
+def _unknown(
+    opt: str, parameters: Sequence[MainParameter], contained: Sequence[ContainedParameter]
+) -> str:
     """The error for the unknown option ``opt``: the option or parameter it is likely a
-    misspelling of, and the main parameters that can be set."""
+    misspelling of (or the parameters of the reactors inside that have its name: ``--hidden``
+    may be ``--learner.hidden``), and the main parameters that can be set."""
     names = [p.name for p in parameters if not p.fixed]
+    given = _option_name(opt)
+    inside = [f"--{p.option}" for p in contained if p.name == given and not p.fixed]
     near = close_match(opt.split("=", 1)[0].lstrip("-"), [*_OPTION_NAMES, *names])
-    text = f"unknown option '{opt}'" + (f"; did you mean '--{near}'?" if near else "")
+    if inside:
+        quoted = [f"'{o}'" for o in inside[:3]]
+        hint = f"; did you mean {' or '.join(quoted)}?"
+    else:
+        hint = f"; did you mean '--{near}'?" if near else ""
+    text = f"unknown option '{opt}'{hint}"
     return text + (f" (the main reactor's parameters are {', '.join(names)})" if names else "")
 
 

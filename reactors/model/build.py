@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from ..core.action import Action, PhysicalAction
 from ..core.assembly import Assembly, Instance
 from ..core.batched import BankPorts
+from ..core.context import CTX
 from ..core.errors import BuildFailure, GraphError, SourceMap
 from ..core.mode import ModalState, Mode, ModeCapsule, ModeSystem
 from ..core.port import Multiport, Port, group_fan_ins
@@ -25,6 +26,7 @@ from ..core.timer import Timer
 from . import program as spec
 from . import references
 from .arguments import values as argument_values
+from .forwarding import Forwarded, is_contained
 
 _Chan = tuple[int, str, int]  # (reactor id, port name, channel index)
 _PortAt = tuple[int, str]  # (reactor id, port name)
@@ -66,6 +68,8 @@ class _Builder:
         self.mode_capsules: list[ModeCapsule] = []
         self.owned = owned
         self.needed = None if owned is None else model.ancestors(owned)
+        self.main_arguments = tuple(a for a in model.arguments if not is_contained(a))
+        self.forwarded = Forwarded(model.arguments)  # --PATH.NAME VALUE of contained instances
 
     def _owns(self, rid: int) -> bool:
         return self.owned is None or rid in self.owned
@@ -124,8 +128,9 @@ class _Builder:
                         None if parent is None else parent.obj, bank_index
                     )
                 )
-                if parent is None and self.g.arguments:  # the command line's main parameters
-                    params.update(argument_values(self.g.arguments, vars(self.module)))
+                params.update(self._given(info))
+                if parent is None:  # lf.main_parameters(), alike in every worker
+                    CTX.main_parameters = dict(params)
                 obj = (
                     cls(info.name, bank_index, params)
                     if self._owns(i)
@@ -136,6 +141,14 @@ class _Builder:
             except BaseException as exc:
                 raise BuildFailure(f"instantiating {info.name}", exc) from exc
             self.instances.append(Instance(i, info.name, obj, parent))
+
+    def _given(self, info: spec.ReactorInstance) -> dict[str, Any]:
+        """The parameters of instance ``info`` given on the command line: the main
+        reactor's (``--seed 3``), a contained instance's (``--learner.device cpu``)."""
+        namespace = vars(self.module)
+        if info.parent is None:
+            return argument_values(self.main_arguments, namespace) if self.main_arguments else {}
+        return self.forwarded.values(info.name, namespace) if self.forwarded.by_path else {}
 
     def _modes(self) -> None:
         for inst in self.instances:

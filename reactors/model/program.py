@@ -100,6 +100,37 @@ class MainParameter:
     file: str
     line: int
     fixed: str = ""
+    doc: str = field(default="", metadata=added())  # one line from the .lf doc comment
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainedParameter:
+    """A parameter of the reactor instances at ``path`` inside the main reactor, for the
+    program's ``--help`` and its command line (``--PATH.NAME VALUE``): ``path`` is their
+    names below the main reactor without bank indexes (``learner``; ``envs`` for every member
+    of the bank ``envs``; ``a.b``), ``members`` how many instances it names, ``class_name``
+    their reactor class. ``default`` is the value's ``.lf`` text at the instantiation (its
+    argument, else the class's default); ``declared`` the class's default, whose kind a value
+    must have; ``type``, ``file``/``line`` (the parameter's declaration), ``fixed`` and
+    ``doc`` are as for :class:`MainParameter` (``fixed``: "" when it may be given when the
+    program starts)."""
+
+    path: str
+    name: str
+    class_name: str = field(metadata=key("class"))
+    type: str | None
+    default: str
+    declared: str
+    file: str
+    line: int
+    members: int = 1
+    fixed: str = ""
+    doc: str = ""
+
+    @property
+    def option(self) -> str:
+        """``PATH.NAME``, as the command line writes it after ``--``."""
+        return f"{self.path}.{self.name}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,7 +345,10 @@ class Program:
     connections: tuple[Connection, ...] = ()
     line_map: tuple[LineRange, ...] = ()
     main_parameters: tuple[MainParameter, ...] = ()
-    # Main parameters given on the command line (``--seed 3``); the compiler writes none.
+    # Parameters of the instances inside main, settable as --PATH.NAME VALUE
+    contained_parameters: tuple[ContainedParameter, ...] = field(default=(), metadata=added())
+    # Parameters given on the command line (``--seed 3``, ``--learner.device cpu``: the name
+    # of a contained one is its option, PATH.NAME); the compiler writes none.
     arguments: tuple[Argument, ...] = ()
     # Shared with the generated module's ``BUILD_ID``: a module and a graph.json from two
     # different builds are refused at launch ("" accepts any module).
