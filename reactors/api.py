@@ -180,6 +180,16 @@ class _LF:
         return CTX.run_id
 
     @staticmethod
+    def main_parameters() -> dict[str, Any]:
+        """The main reactor's parameter values, name -> value, in declaration order, those
+        given on the command line included: the same in every reactor and worker of a run,
+        so reactors agree on what depends on them (``rl_algos.runlog.run_directory`` names
+        a run's directory with its ``env_id`` and ``seed``) without exchanging messages. A
+        new dict at each call (its values are the parameters' own objects); empty before
+        the program is built."""
+        return dict(CTX.main_parameters)
+
+    @staticmethod
     def check_deadline(reactor: ReactorBase, invoke_deadline_handler: bool = True) -> bool:
         """``reactor.check_deadline(invoke_deadline_handler)``."""
         return ReactorBase.check_deadline(reactor, invoke_deadline_handler)

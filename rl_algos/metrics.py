@@ -12,16 +12,26 @@ depend on it; ``charts/SPS`` reads the wall clock and differs from run to run.
 A :class:`ScalarLog` saved in a checkpoint remembers how far its files were written; restored
 in a resumed run it cuts them back there and goes on (the CSV file in place; TensorBoard
 events in a new event file beside the first, which TensorBoard reads as one run).
+
+While a ScalarLog is open it holds a shared ``flock`` on its CSV file, which the kernel
+releases when the log is closed or its process ends, however: a reader in another process
+(:class:`rl_algos.tracking.Tracker`, which sends every writer's rows to Weights & Biases)
+learns from it when a writer's rows are complete (:func:`wait_closed`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
 from .runlog import reopen, written
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: writers hold no locks, readers do not wait
+    fcntl = None  # type: ignore[assignment]
 
 #: PPO learner statistic (``PPOLearner.stats``) -> CleanRL tag.
 PPO_TAGS = {
@@ -49,6 +59,9 @@ SAC_TAGS = {
 
 CSV_HEADER = "step,tag,value\n"
 
+#: The CSV files of the ScalarLogs open in this process (absolute paths).
+_OPEN_HERE: set[str] = set()
+
 
 class ScalarLog:
     """Scalars of one writer (a logger or a learner) in ``run_dir``: a TensorBoard event file
@@ -61,10 +74,16 @@ class ScalarLog:
     def __init__(self, run_dir: str, csv_name: str, tensorboard: bool = True) -> None:
         self.run_dir, self.csv_name = os.path.abspath(run_dir), csv_name
         self.csv: IO[str] = open(  # noqa: SIM115 - closed by close()
-            os.path.join(run_dir, csv_name), "w", encoding="utf-8", newline="", buffering=1
+            self.path, "w", encoding="utf-8", newline="", buffering=1
         )
+        _hold(self.csv, self.path)
         self.csv.write(CSV_HEADER)
         self.events: Any = _event_writer(run_dir, csv_name) if tensorboard else None
+
+    @property
+    def path(self) -> str:
+        """The CSV file's absolute path."""
+        return os.path.join(self.run_dir, self.csv_name)
 
     def __getstate__(self) -> dict[str, Any]:
         """Where the files are and how many bytes of each are written (flushed now)."""
@@ -83,7 +102,9 @@ class ScalarLog:
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Reopen the files cut back to the saved sizes; new events go to a new event file."""
         self.run_dir, self.csv_name = state["run_dir"], state["csv_name"]
-        self.csv = reopen(os.path.join(self.run_dir, self.csv_name), state["csv"])
+        self.csv = reopen(self.path, state["csv"])
+        if not self.csv.closed:
+            _hold(self.csv, self.path)
         self.events = None
         if state["events"] is not None:
             name, size = state["events"]
@@ -104,12 +125,56 @@ class ScalarLog:
             self.add(tag, value, step)
 
     def close(self) -> None:
-        """Flush and close both files (idempotent)."""
+        """Flush and close both files (idempotent); other processes then see the CSV file
+        complete (:func:`wait_closed`)."""
         if not self.csv.closed:
             self.csv.close()
+            _OPEN_HERE.discard(self.path)
         if self.events is not None:
             self.events.close()
             self.events = None
+
+
+def _hold(csv: IO[str], path: str) -> None:
+    """Take the shared lock that says ``csv`` (at ``path``) is being written, for as long as
+    it is open (none where ``fcntl`` is missing)."""
+    _OPEN_HERE.add(path)
+    if fcntl is not None:
+        fcntl.flock(csv.fileno(), fcntl.LOCK_SH)
+
+
+def open_here(path: str) -> bool:
+    """Whether a ScalarLog of this process has the CSV file ``path`` open."""
+    return os.path.abspath(path) in _OPEN_HERE
+
+
+def wait_closed(paths: Iterable[str], timeout: float, poll: float = 0.05) -> list[str]:
+    """Wait until no process holds any of the ScalarLog CSV files ``paths`` open (each
+    writer closed it or ended), at most ``timeout`` seconds; files open in this process are
+    not waited for (this process cannot write them while it waits). Returns the paths still
+    open elsewhere at the end (empty when all are complete, and always without ``fcntl``)."""
+    waiting = [p for p in paths if not open_here(p)]
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = [p for p in waiting if _written_elsewhere(p)]
+        if not waiting or time.monotonic() >= deadline:
+            return waiting
+        time.sleep(poll)
+
+
+def _written_elsewhere(path: str) -> bool:
+    """Whether another process holds ScalarLog CSV file ``path`` open (its shared lock)."""
+    if fcntl is None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:  # gone, or a file system without locks: nothing to wait for
+        return False
+    return False
 
 
 def tagged(stats: Mapping[str, float], tags: Mapping[str, str]) -> dict[str, float]:

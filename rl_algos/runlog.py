@@ -1,13 +1,18 @@
-"""What a training run leaves on disk: ``runs/<program>/<timestamp>-<short id>/`` holding
-``returns.csv``, ``learning_curve.png``, the model checkpoint and a copy of ``graph.json``.
+"""What a training run leaves on disk: ``runs/<program>/<program>__<env>__<seed>__<time>-<short
+id>/`` (CleanRL's ``{env_id}__{exp_name}__{seed}__{time}`` with the program's name first)
+holding ``returns.csv``, ``learning_curve.png``, the model checkpoint and a copy of
+``graph.json``.
 
-The timestamp is the program's logical start time (``lf.time.start()``) and the short id the
-first characters of the run id (``lf.run_id()``), both of which every reactor of a run sees
-alike, so a logger and a learner find the same directory without exchanging it, while two
-runs never share one: the directory records the full run id in a ``.run_id`` file, and a
-directory already holding another run's id is an error. ``returns.csv`` holds only logical
-quantities (episode, environment steps, return, length, environment index): the same seed
-gives the same bytes. Wall-clock figures go to the terminal only.
+The environment and seed are the main reactor's ``env_id`` (or ``env``) and ``seed``
+parameters (``lf.main_parameters()``), the time the program's logical start time
+(``lf.time.start()``) and the short id the first characters of the run id (``lf.run_id()``),
+all of which every reactor of a run sees alike, so a logger and a learner find the same
+directory without exchanging it, while two runs never share one: the directory records the
+full run id in a ``.run_id`` file, and a directory already holding another run's id is an
+error. Code that looks for a run finds it by that file (or ``config.json``), never by
+parsing the name. ``returns.csv`` holds only logical quantities (episode, environment steps,
+return, length, environment index): the same seed gives the same bytes. Wall-clock figures
+go to the terminal only.
 
 A run's checkpoints go to ``checkpoints/`` inside its run directory
 (:func:`checkpoint_directory`), with the lock the runtime holds while a process writes the
@@ -23,14 +28,17 @@ from __future__ import annotations
 import errno
 import glob
 import os
+import re
 import shutil
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from typing import IO, Any
 
 from .plotter import Curve, draw
+from .record import CONFIG_FILE
 
 CSV_HEADER = "episode,step,return,length,env\n"
 
@@ -41,14 +49,23 @@ RUN_ID_FILE = ".run_id"
 SHORT_ID = 8
 #: The folder of a run directory holding the run's checkpoints.
 CHECKPOINTS = "checkpoints"
+#: What may not appear in a part of a run's name.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
-    """``root/program/YYYYmmdd-HHMMSS-mmm-<run_id[:8]>`` (local time of ``start_ns``, ns
-    since the epoch), created if missing; ``root`` is relative to the current directory
-    unless absolute. Every caller with the same ``run_id`` gets the same directory (the one
-    the run made first, whatever ``start_ns`` is now: a resumed run keeps its run id); a
-    different run never does.
+def run_directory(
+    program: str,
+    start_ns: int,
+    run_id: str,
+    root: str = "runs",
+    parameters: Mapping[str, Any] | None = None,
+) -> str:
+    """``root/program/<run name>`` (see :func:`run_name`: the program, the environment and
+    seed of the main reactor's ``parameters``, the local time of ``start_ns``, ns since the
+    epoch, and ``run_id[:8]``), created if missing; ``root`` is relative to the current
+    directory unless absolute. Every caller with the same ``run_id`` gets the same directory
+    (the one the run made first, whatever ``start_ns`` and ``parameters`` are now: a resumed
+    run keeps its run id); a different run never does.
 
     Raises FileExistsError when the directory belongs to another run (same short id), and
     ValueError for an empty ``run_id``.
@@ -58,21 +75,50 @@ def run_directory(program: str, start_ns: int, run_id: str, root: str = "runs") 
     found = _directory_of(os.path.join(root, program), run_id)
     if found is not None:
         return found
-    secs, ns = divmod(int(start_ns), 1_000_000_000)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(secs)) + f"-{ns // 1_000_000:03d}"
-    path = os.path.join(root, program, f"{stamp}-{run_id[:SHORT_ID]}")
+    path = os.path.join(root, program, run_name(program, start_ns, run_id, parameters))
     if not os.path.isdir(path):
         _claim(path, run_id)
-    owner = _owner(path)
+    owner = run_id_of(path)
     if owner != run_id:
         raise FileExistsError(f"run directory {path} belongs to run {owner!r}, not {run_id!r}")
     return path
 
 
-def checkpoint_directory(program: str, start_ns: int, run_id: str, root: str = "runs") -> str:
+def run_name(
+    program: str, start_ns: int, run_id: str, parameters: Mapping[str, Any] | None = None
+) -> str:
+    """``<program>__<env>__<seed>__<YYYYmmdd-HHMMSS-mmm>-<run_id[:8]>``, the name of a run's
+    directory and of its Weights & Biases run: ``<env>`` is the ``env_id`` (else ``env``)
+    of ``parameters`` and ``<seed>`` their ``seed``, each left out (with its ``__``) when
+    missing or empty; characters other than letters, digits, ``.``, ``_`` and ``-`` become
+    ``-`` (``ALE/Pong-v5`` -> ``ALE-Pong-v5``). The time is the local time of ``start_ns``
+    (ns since the epoch), to the millisecond."""
+    given = parameters or {}
+    env = given.get("env_id") or given.get("env")
+    parts = [program, _safe(env), _safe(given.get("seed"))]
+    secs, ns = divmod(int(start_ns), 1_000_000_000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(secs)) + f"-{ns // 1_000_000:03d}"
+    return "__".join(p for p in parts if p) + f"__{stamp}-{run_id[:SHORT_ID]}"
+
+
+def _safe(value: object, limit: int = 64) -> str:
+    """``value`` as a part of a file name: "" for None or "", else its text with every
+    character unsafe in a file name replaced by ``-``, at most ``limit`` characters."""
+    if value is None:
+        return ""
+    return _UNSAFE.sub("-", str(value))[:limit]
+
+
+def checkpoint_directory(
+    program: str,
+    start_ns: int,
+    run_id: str,
+    root: str = "runs",
+    parameters: Mapping[str, Any] | None = None,
+) -> str:
     """``<run directory>/checkpoints`` (see :func:`run_directory`, same arguments and errors),
     not made here: the runtime makes it when it takes a snapshot there."""
-    return os.path.join(run_directory(program, start_ns, run_id, root), CHECKPOINTS)
+    return os.path.join(run_directory(program, start_ns, run_id, root, parameters), CHECKPOINTS)
 
 
 def _directory_of(folder: str, run_id: str) -> str | None:
@@ -80,7 +126,7 @@ def _directory_of(folder: str, run_id: str) -> str | None:
     resumed run that waits for physical time starts later than the run it continues), or
     None."""
     for path in glob.glob(os.path.join(glob.escape(folder), f"*-{run_id[:SHORT_ID]}")):
-        if os.path.isdir(path) and _owner(path) == run_id:
+        if os.path.isdir(path) and run_id_of(path) == run_id:
             return path
     return None
 
@@ -105,13 +151,33 @@ def _claim(path: str, run_id: str) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _owner(path: str) -> str:
+def run_id_of(path: str) -> str:
     """The run id recorded in run directory ``path`` ("" when it has none)."""
     try:
         with open(os.path.join(path, RUN_ID_FILE), encoding="utf-8") as f:
             return f.read().strip()
-    except FileNotFoundError:
+    except OSError:
         return ""
+
+
+def is_run_directory(folder: str) -> bool:
+    """Whether ``folder`` is a run directory: it holds ``config.json`` or ``.run_id`` (and is
+    not one being made: ``<name>.tmp-...``, see :func:`run_directory`)."""
+    if ".tmp-" in os.path.basename(folder) or not os.path.isdir(folder):
+        return False
+    return any(os.path.isfile(os.path.join(folder, f)) for f in (CONFIG_FILE, RUN_ID_FILE))
+
+
+def run_started(run_dir: str) -> float | None:
+    """When the run of ``run_dir`` started (seconds since the epoch): its ``.run_id`` file is
+    written as the run makes its directory (a resumed run keeps it), else when config.json
+    was written; None when it has neither."""
+    for name in (RUN_ID_FILE, CONFIG_FILE):
+        try:
+            return os.path.getmtime(os.path.join(run_dir, name))
+        except OSError:
+            continue
+    return None
 
 
 def program_name(instance_name: str) -> str:

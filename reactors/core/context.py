@@ -12,7 +12,7 @@ import os
 import tempfile
 import uuid
 from time import time_ns
-from typing import Protocol
+from typing import Any, Protocol
 
 from .log import Log
 from .reaction import Reaction
@@ -70,9 +70,11 @@ class Context:
     """What the API functions need: the scheduler (an :class:`Idle` before one runs),
     the program's directories, the runtime's :class:`reactors.core.log.Log`, the run id (made
     once by the launcher before workers start and handed to each; a fresh one stands in for
-    code that runs outside a launched program) and ``owner``, what names the run's supervisor
+    code that runs outside a launched program), ``owner``, what names the run's supervisor
     (:func:`reactors.parallel.shm_owner.owner_tag`, handed to the workers as the run id is; ""
-    outside a launched program)."""
+    outside a launched program), and ``main_parameters``, the main reactor's parameter
+    values, name -> value (set by :func:`reactors.model.build.build` when it makes the main
+    reactor, from the same defaults and command line in every worker; empty before)."""
 
     __slots__ = (
         "sched",
@@ -82,6 +84,7 @@ class Context:
         "trace_handles",
         "run_id",
         "owner",
+        "main_parameters",
     )
 
     def __init__(self) -> None:
@@ -92,6 +95,7 @@ class Context:
         self.trace_handles = 0
         self.run_id = new_run_id()
         self.owner = ""
+        self.main_parameters: dict[str, Any] = {}
 
 
 #: The single context of this process.
