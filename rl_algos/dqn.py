@@ -10,13 +10,14 @@ RMSProp (lr 2.5e-4, momentum 0.95), as in later reproductions.
 
 Split for reactors: :class:`DQNActor` picks epsilon-greedy actions for a batch (in a policy
 reactor); :class:`rl_algos.replay.ReplayBuffer` lives in a replay reactor; :class:`DQNLearner`
-takes sampled batches and returns new weights to broadcast.
+takes sampled batches and returns new weights to broadcast. A user's module may replace the
+built-in Q-network (``DQNConfig.network``, :mod:`rl_algos.custom_network`).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -25,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .custom_network import custom_network
 from .device import batch_to_device, choose_device
-from .networks import QNetwork, Weights, export_weights, load_weights
+from .networks import QNetwork, Weights, export_weights, kind_of, load_weights
 from .optim import Adam, clip_grad_norm
 from .seeding import torch_generator
 
@@ -51,6 +53,9 @@ class DQNConfig:
     double_q: bool = False  # Double DQN targets (van Hasselt et al. 2016), not Mnih's
     hidden: tuple = (120, 84)  # MLP widths (vector observations)
     activation: str = "relu"
+    # a user's Q-network, "module:function" (rl_algos.custom_network); "": the built-in one
+    network: str = ""
+    network_kwargs: dict = field(default_factory=dict)  # keyword arguments of that function
     device: str = "auto"  # learner device: cuda if available, else cpu
 
 
@@ -68,6 +73,23 @@ class ActRecord:
 
     actions: np.ndarray
     epsilon: float
+
+
+def q_network(
+    cfg: DQNConfig,
+    obs_space: gym.spaces.Box,
+    action_space: gym.spaces.Discrete,
+    generator: torch.Generator,
+) -> nn.Module:
+    """The Q-network of ``cfg``: the user's module of ``cfg.network`` (role ``"q"``,
+    :mod:`rl_algos.custom_network`) or else :class:`rl_algos.networks.QNetwork`; initial
+    weights from ``generator``. Raises ConfigError for a custom network that cannot be built
+    or misses the interface."""
+    if cfg.network:
+        spaces = (obs_space, action_space)
+        return custom_network(cfg.network, cfg.network_kwargs, spaces, "q", generator)
+    n = int(action_space.n)
+    return QNetwork(obs_space.shape, n, cfg.hidden, cfg.activation, generator=generator)
 
 
 class DQNActor:
@@ -106,24 +128,19 @@ class DQNActor:
 class DQNLearner:
     """The Q-network, its target copy and the Adam optimiser.
 
-    ``obs_space``/``action_space``: gymnasium spaces (Discrete actions; TypeError otherwise);
+    ``obs_space``/``action_space``: gymnasium spaces (Discrete actions; TypeError otherwise;
+    ConfigError for a user's ``cfg.network`` that does not fit, see :func:`q_network`);
     ``torch_seed``: int for the network's initialisation.
     """
 
     def __init__(
         self, cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, torch_seed: int
     ) -> None:
-        if not hasattr(action_space, "n"):
+        if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError("DQNLearner supports Discrete action spaces only")
         self.cfg = cfg
         self.device = choose_device(cfg.device)
-        net = QNetwork(
-            obs_space.shape,
-            int(action_space.n),
-            cfg.hidden,
-            cfg.activation,
-            generator=torch_generator(torch_seed),
-        )
+        net = q_network(cfg, obs_space, action_space, torch_generator(torch_seed))
         self.net = net.to(self.device)
         self.target = copy.deepcopy(self.net).requires_grad_(False)
         self.opt = Adam(self.net.parameters(), lr=cfg.learning_rate)
@@ -132,7 +149,7 @@ class DQNLearner:
 
     def weights(self) -> Weights:
         """The online network as :class:`rl_algos.networks.Weights`."""
-        return export_weights(self.net, "q", self.updates)
+        return export_weights(self.net, kind_of(self.net), self.updates)
 
     def checkpoint(self) -> dict:
         """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the online network (to
@@ -141,7 +158,7 @@ class DQNLearner:
         state = {k: v.cpu() for k, v in self.net.state_dict().items()}
         return {
             "algo": "dqn",
-            "kind": "q",
+            "kind": kind_of(self.net),
             "spec": self.net.spec,
             "state_dict": state,
             "config": asdict(self.cfg),

@@ -7,7 +7,9 @@ algorithm, the network kind and spec, the state dict and the environment id; a r
 ``config.json`` supplies the environment id of older checkpoints. Actions are greedy: the
 most probable action of a PPO policy (the mean of a Gaussian one, clipped to the action
 space), the mean action of a SAC policy (squashed into the bounds), the largest Q value of
-a DQN network. A checkpoint with an observation scaling
+a DQN network. A network of the user's module (:mod:`rl_algos.custom_network`) is rebuilt by
+its factory, whose module is imported from the current directory or PYTHONPATH. A checkpoint
+with an observation scaling
 (``obs_norm``, :class:`rl_algos.normalize.ObsStats`) has it applied to every observation.
 An environment whose observation or action space differs from the network's is refused
 before any episode, naming both (:func:`check_spaces`).
@@ -31,11 +33,14 @@ import numpy as np
 import torch
 from gymnasium import spaces as gym_spaces
 
+from .custom_network import network_spaces as custom_network_spaces
 from .envs import make_env
 from .modelfile import MODEL_FILE
-from .networks import GaussianActorCritic, SquashedGaussianActor, Weights, load_weights
+from .networks import SquashedGaussianActor, Weights, load_weights
 from .normalize import ObsStats
+from .ppo import gaussian_log_std
 from .record import read_record
+from .runlog import is_run_directory, run_started
 
 #: First episode seed of an evaluation: far from the seeds training draws (small integers).
 EVAL_SEED = 1_000_000
@@ -117,7 +122,11 @@ def find_model(path: str) -> str:
             f"{path} has no {MODEL_FILE} yet: a run saves it when it ends or is stopped "
             "(Ctrl-C, SIGTERM)"
         )
-    runs = sorted(d for d in glob.glob(os.path.join(path, "*")) if _is_run(d))
+    # oldest first: run names begin with the environment and seed, not the time
+    runs = sorted(
+        (d for d in glob.glob(os.path.join(path, "*")) if _is_run(d)),
+        key=lambda d: (run_started(d) or 0.0, d),
+    )
     with_model = [d for d in runs if _checkpoints(d)]
     if with_model:
         return find_model(with_model[-1])
@@ -132,12 +141,9 @@ def find_model(path: str) -> str:
 
 
 def _is_run(folder: str) -> bool:
-    """Whether ``folder`` is a run directory: it has a checkpoint, or the files a run writes
-    when it starts (``config.json``, ``.run_id``)."""
-    if not os.path.isdir(folder):
-        return False
-    started = any(os.path.exists(os.path.join(folder, f)) for f in ("config.json", ".run_id"))
-    return started or bool(_checkpoints(folder))
+    """Whether ``folder`` is a run directory (:func:`rl_algos.runlog.is_run_directory`), or a
+    folder holding a checkpoint."""
+    return is_run_directory(folder) or (os.path.isdir(folder) and bool(_checkpoints(folder)))
 
 
 def _checkpoints(run_dir: str) -> list[str]:
@@ -163,6 +169,8 @@ def describe_spaces(obs_shape: tuple[int, ...], actions: int | tuple[int, ...]) 
 def network_spaces(spec: dict[str, Any]) -> tuple[tuple[int, ...], int | tuple[int, ...]]:
     """The (observation shape, actions) a network of ``spec`` (that of :class:`Weights`) takes:
     actions are a count for a discrete policy, a shape (action_dim,) for a continuous one."""
+    if "factory" in spec:  # a user's module: its spaces are in the spec
+        return custom_network_spaces(spec)
     obs = tuple(int(x) for x in spec["obs_shape"])
     if "n_actions" in spec:
         return obs, int(spec["n_actions"])
@@ -206,6 +214,8 @@ def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None, ObsStats 
 
     Raises:
         KeyError: a checkpoint without ``kind``, ``spec`` or ``state_dict``.
+        ConfigError: the network is a user's module that cannot be imported or built
+            (:mod:`rl_algos.custom_network`).
     """
     ckpt = torch.load(model_path, map_location="cpu", weights_only=True)
     state = {k: v.numpy() for k, v in ckpt["state_dict"].items()}
@@ -215,9 +225,10 @@ def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None, ObsStats 
 
 
 def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int | np.ndarray:
-    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic, QNetwork or SAC's
-    SquashedGaussianActor) for one observation: an int, or the Gaussian's mean
-    ((action_dim,) float32; not clipped, squashed into the bounds for SAC)."""
+    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic, QNetwork, SAC's
+    SquashedGaussianActor, or a user's module of either role) for one observation: an int,
+    or the Gaussian's mean ((action_dim,) float32; not clipped, squashed into the bounds for
+    SAC)."""
     x = torch.as_tensor(obs[None])
     if x.dtype != torch.uint8:
         x = x.float()
@@ -226,7 +237,7 @@ def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int | np.ndarray:
         if isinstance(net, SquashedGaussianActor):
             return net.squash(out[0])[0].numpy()
     scores = out[0] if isinstance(out, tuple) else out  # (logits or mean, value) or Q values
-    if isinstance(net, GaussianActorCritic):
+    if gaussian_log_std(net) is not None:
         return scores[0].numpy()
     return int(scores.argmax(-1)[0])
 

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .custom_network import CustomNetwork
+
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
@@ -398,6 +400,7 @@ KINDS: dict[str, Callable[..., nn.Module]] = {
     "q": QNetwork,
     "sac_actor": SquashedGaussianActor,
     "soft_q": SoftQNetwork,
+    "custom": CustomNetwork,  # a user's module (rl_algos.custom_network)
 }
 
 

@@ -13,7 +13,8 @@ Continuous (Box) action spaces get the paper's Gaussian policy (section 6.1): an
 mean, a state-independent parameter the log standard deviation
 (:class:`rl_algos.networks.GaussianActorCritic`); log-probabilities are those of the sampled,
 unclipped action (the environment group clips it to the space's bounds), summed over the
-action's dimensions.
+action's dimensions. A user's module may replace the built-in actor-critic
+(``PPOConfig.network``, :mod:`rl_algos.custom_network`).
 
 Split for reactors: :class:`PPOActor` samples actions for a batch of observations (in a
 policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates the network
@@ -22,10 +23,9 @@ policy reactor); :class:`PPOLearner` gathers the rollout tag by tag and updates 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -33,8 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .custom_network import CustomNetwork, custom_network
 from .device import batch_to_device, choose_device, torch_threads
 from .device_weights import export_device_weights, load_device_weights
+from .distributions import gaussian_logp_entropy, log_softmax, sample_categorical, sample_gaussian
 from .envs import EnvStep, concat_steps
 from .gae import compute_gae
 from .lag import LaggedPPO, UpdateReport, check_lag
@@ -74,6 +76,9 @@ class PPOConfig:
     total_steps: int = 1_000_000  # environment steps of the whole run (for annealing)
     hidden: tuple = (64, 64)  # MLP widths (vector observations)
     activation: str = "tanh"
+    # a user's actor-critic, "module:function" (rl_algos.custom_network); "": the built-in one
+    network: str = ""
+    network_kwargs: dict = field(default_factory=dict)  # keyword arguments of that function
     device: str = "auto"  # learner device: cuda if available, else cpu
     # torch's CPU threads during an update (a fixed count: the numbers depend on it, never on
     # the worker count); the other workers wait for the new weights meanwhile
@@ -113,47 +118,34 @@ def never() -> bool:
     return False
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """log softmax of each row of (B, A) float32 logits (shifted by the row's maximum)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+def ppo_network(
+    cfg: PPOConfig,
+    obs_space: gym.spaces.Box,
+    action_space: gym.Space,
+    generator: torch.Generator,
+) -> nn.Module:
+    """The actor-critic of ``cfg``: the user's module of ``cfg.network`` (role
+    ``"actor_critic"``, :mod:`rl_algos.custom_network`) or else the built-in one for the
+    action space (:func:`rl_algos.networks.actor_critic`); initial weights from ``generator``.
 
-
-def sample_categorical(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One index per row of the (B, A) log-probabilities, drawn by inverse CDF with ``rng``
-    (exactly B uniform draws, whatever the probabilities); returns (B,) int64."""
-    p = np.exp(logp.astype(np.float64))
-    cdf = np.cumsum(p, axis=1)
-    u = rng.random(len(p))[:, None] * cdf[:, -1:]
-    return np.minimum((u >= cdf).sum(axis=1), p.shape[1] - 1).astype(np.int64)
-
-
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-
-
-def gaussian_logp_entropy(
-    mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-density of ``actions`` under N(mean, exp(log_std)^2) and the entropy of that
-    distribution, each summed over the last dimension (independent action dimensions).
-
-    ``mean``, ``actions``: (B, A) float32; ``log_std``: (1, A) or (B, A). Returns (B,) and (B,).
+    Raises:
+        ConfigError: a custom network that cannot be built or misses the interface.
+        TypeError: no built-in actor-critic for the action space (Discrete or Box).
     """
-    z = (actions - mean) * torch.exp(-log_std)
-    logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)
-    entropy = (0.5 + _LOG_SQRT_2PI + log_std).expand_as(mean).sum(-1)
-    return logp, entropy
+    if cfg.network:
+        spaces = (obs_space, action_space)
+        return custom_network(cfg.network, cfg.network_kwargs, spaces, "actor_critic", generator)
+    return actor_critic(obs_space.shape, action_space, cfg.hidden, cfg.activation, generator)
 
 
-def sample_gaussian(
-    mean: torch.Tensor, log_std: torch.Tensor, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Actions drawn from N(mean, exp(log_std)^2) with ``rng`` (B * A standard normal draws)
-    and their log-probabilities: (B, A) float32 and (B,) float32."""
-    noise = torch.from_numpy(rng.standard_normal(tuple(mean.shape)).astype(np.float32))
-    actions = mean + torch.exp(log_std) * noise
-    logp, _ = gaussian_logp_entropy(mean, log_std, actions)
-    return actions.numpy(), logp.numpy()
+def gaussian_log_std(net: nn.Module) -> torch.Tensor | None:
+    """The log standard deviation, (1, A) or (A,) float32, of an actor-critic ``net`` that is
+    a Gaussian policy (for a Box action space: its first output is the mean); None for a
+    categorical one (its first output is the logits)."""
+    gaussian = isinstance(net, GaussianActorCritic) or (
+        isinstance(net, CustomNetwork) and net.continuous
+    )
+    return cast(torch.Tensor, net.log_std) if gaussian else None
 
 
 class PPOActor:
@@ -199,8 +191,9 @@ class PPOActor:
                 x = batch_to_device({"obs": obs}, self.device)["obs"]
             out, values = self.net(x)
             out, values = out.cpu(), values.cpu().numpy().astype(np.float32)
-            if isinstance(self.net, GaussianActorCritic):
-                actions, logp = sample_gaussian(out, self.net.log_std.cpu(), self.rng)
+            log_std = gaussian_log_std(self.net)
+            if log_std is not None:
+                actions, logp = sample_gaussian(out, log_std.cpu(), self.rng)
                 return ActRecord(actions, logp, values)
             logp_all = torch.log_softmax(out, dim=-1).numpy()
         return self._categorical(logp_all, values)
@@ -217,8 +210,12 @@ class PPOLearner:
     """Learning side: the rollout storage, GAE and the clipped-objective update.
 
     ``obs_space``/``action_space``: gymnasium spaces (Discrete or Box actions; TypeError
-    otherwise); ``rng``: the learner reactor's generator (minibatch order); ``torch_seed``: int
-    for the network's initialisation. Call :meth:`observe` once per tag. ``obs_stats``: the
+    otherwise; ConfigError for a user's ``cfg.network`` that does not fit, see
+    :func:`ppo_network`); ``rng``: the learner reactor's generator (minibatch order);
+    ``torch_seed``: int for the network's initialisation; ``net``: a network to train instead of the
+    actor-critic of the spaces (``forward(obs)`` giving the logits, or a Gaussian's mean, and
+    the values, as :class:`~rl_algos.networks.ActorCritic`; the multi-agent learners of
+    :mod:`rl_algos.mappo` pass theirs). Call :meth:`observe` once per tag. ``obs_stats``: the
     observation scaling the rollout was normalised with (set by the owner), saved in the
     checkpoint. With ``cfg.policy_lag`` > 0 the updates run on a background thread
     (:class:`rl_algos.lag.LaggedPPO`); pickling the learner waits for them (a snapshot holds
@@ -232,13 +229,14 @@ class PPOLearner:
         action_space: gym.Space,
         rng: np.random.Generator,
         torch_seed: int,
+        net: nn.Module | None = None,
     ) -> None:
         self.cfg, self.rng = cfg, rng
         self.device = choose_device(cfg.device)
-        g = torch_generator(torch_seed)
-        net = actor_critic(obs_space.shape, action_space, cfg.hidden, cfg.activation, g)
+        if net is None:
+            net = ppo_network(cfg, obs_space, action_space, torch_generator(torch_seed))
         self.net = net.to(self.device)
-        self.continuous = isinstance(net, GaussianActorCritic)
+        self.continuous = gaussian_log_std(self.net) is not None
         self.action_dim = int(np.prod(action_space.shape or ()))  # 1 for a Discrete space
         self.opt = Adam(self.net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.obs_space = obs_space
@@ -468,8 +466,9 @@ class PPOLearner:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(actions) (B,) and the mean entropy (a scalar) from the policy head's
         output: the Gaussian's mean, or the logits."""
-        if isinstance(self.net, GaussianActorCritic):
-            logp, entropy = gaussian_logp_entropy(out, self.net.log_std, actions)
+        if self.continuous:
+            log_std = cast(torch.Tensor, self.net.log_std)
+            logp, entropy = gaussian_logp_entropy(out, log_std, actions)
             return logp, entropy.mean()
         logp_all = torch.log_softmax(out, dim=-1)
         logp = logp_all.gather(1, actions[:, None]).squeeze(1)
