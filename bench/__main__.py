@@ -41,6 +41,7 @@ BENCHMARKS = [
     "sb3_atari",
     "scale",
     "policy_lag",
+    "env_engines",
 ]
 
 

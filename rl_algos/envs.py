@@ -6,7 +6,11 @@ environment as soon as its episode ends (terminated or truncated) and reports th
 episode; the first reset of each environment is seeded from the owning reactor's generator,
 later resets continue the environment's own seeded generator, so the streams depend only on
 the program seed and the reactor's name. Actions for a Box space are clipped to its bounds
-when sent to the environment (a Gaussian policy samples outside them).
+when sent to the environment (a Gaussian policy samples outside them). What steps the K
+environments is the group's engine (:mod:`rl_algos.env_engines`: the Python loop by default,
+gymnasium's vector envs, or a C++ pool); the group counts the episodes' returns and lengths
+from what the engine reports, so an :class:`EnvStep` means the same whatever the engine.
+Environment 0 can be recorded on video (:mod:`rl_algos.video`).
 
 An environment is built by ``gymnasium.make(env_id, **make_kwargs)`` and then wrapped by the
 named classes of ``gymnasium.wrappers``, in the order given (:func:`wrap`). An id
@@ -32,6 +36,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from .env_engines import Engine, check_engine, make_engine
+from .env_engines.base import InProcess, is_atari
+from .video import VideoCapture
 
 
 @dataclass(frozen=True)
@@ -70,11 +78,6 @@ class EnvStep:
     def done(self) -> np.ndarray:
         """(K,) bool: the step just taken ended the episode (terminated or truncated)."""
         return self.terminated | self.truncated
-
-
-def is_atari(env_id: str) -> bool:
-    """Whether ``env_id`` names an ALE game (``ALE/Pong-v5``, ``PongNoFrameskip-v4``)."""
-    return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
 #: A wrapper as given to :func:`wrap`: a class name, or a (name, keyword arguments) pair.
@@ -206,24 +209,22 @@ def make_atari(env_id: str, frame_stack: int = 4, noop_max: int = 30, **kwargs: 
     return stacked
 
 
-def emulator_state(env: gym.Env) -> tuple[Any, Any] | None:
-    """The state of an Atari game's emulator (ale-py's ``clone_state``, its RNG of sticky
-    actions included) and the environment's own generator, or None for an environment that is
-    not an ALE game (its pickle keeps its state)."""
-    game = env.unwrapped
-    clone = getattr(game, "clone_state", None)
-    if clone is None:
-        return None
-    return clone(include_rng=True), game.__dict__.get("_np_random")
+@dataclass(frozen=True)
+class EnvMaker:
+    """A picklable maker of one environment of a group: :func:`make_env` of ``env_id`` with
+    ``wrappers`` and ``kwargs``; with ``video``, rendering RGB frames and recorded by it
+    (outermost)."""
 
+    env_id: str
+    wrappers: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    video: VideoCapture | None = None
 
-def restore_emulator(env: gym.Env, state: tuple[Any, Any]) -> None:
-    """Put an Atari game's emulator back to ``state`` (from :func:`emulator_state`)."""
-    game: Any = env.unwrapped  # an ale_py AtariEnv (gymnasium's Env has no restore_state)
-    emulator, generator = state
-    game.restore_state(emulator)
-    if generator is not None:
-        game._np_random = generator
+    def __call__(self) -> gym.Env:
+        if self.video is None:
+            return make_env(self.env_id, self.wrappers, **self.kwargs)
+        env = make_env(self.env_id, self.wrappers, **{**self.kwargs, "render_mode": "rgb_array"})
+        return self.video.wrap(env)
 
 
 class EnvGroup:
@@ -231,7 +232,13 @@ class EnvGroup:
 
     ``rng`` is the owning reactor's generator: it draws one seed per environment for the
     first reset (and for the action space). ``wrappers`` and ``kwargs`` go to
-    :func:`make_env`.
+    :func:`make_env`. ``engine`` names what steps them (:mod:`rl_algos.env_engines`:
+    ``loop``, ``gymnasium-sync``, ``gymnasium-async``, ``envpool``, ``ale-vector``);
+    ``video`` records episodes of environment 0 (:mod:`rl_algos.video`).
+
+    Raises:
+        ValueError: ``k`` < 1; ConfigError (a ValueError): an unknown engine, or one that
+            cannot take the environment, its ``wrappers`` or ``video``.
     """
 
     def __init__(
@@ -240,52 +247,50 @@ class EnvGroup:
         k: int,
         rng: np.random.Generator,
         wrappers: Sequence[WrapperSpec] = (),
+        *,
+        engine: str = "loop",
+        video: VideoCapture | None = None,
         **kwargs: Any,
     ) -> None:
         if k < 1:
             raise ValueError(f"EnvGroup needs k >= 1, got {k}")
+        check_engine(engine)
         self.env_id = env_id
-        self.envs = [make_env(env_id, wrappers, **kwargs) for _ in range(k)]
+        makers = [
+            EnvMaker(env_id, tuple(wrappers), kwargs, video if i == 0 else None) for i in range(k)
+        ]
         self.seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=k)]
-        self.observation_space = self.envs[0].observation_space
-        self.action_space = self.envs[0].action_space
+        custom = [n for n, given in (("wrappers", wrappers), ("capture_video", video)) if given]
+        self.engine: Engine = make_engine(engine, env_id, makers, self.seeds, kwargs, custom)
+        self.observation_space = self.engine.observation_space
+        self.action_space = self.engine.action_space
         space = self.action_space
         self._bounds = (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
         self.k = k
         self.steps = 0
         self._ret = np.zeros(k, np.float64)
         self._len = np.zeros(k, np.int64)
-        self._obs: np.ndarray | None = None
+        self._started = False
 
-    def __getstate__(self) -> dict[str, Any]:
-        """The group's state for a snapshot: its attributes (the environments pickle with
-        their wrappers' state), plus the emulator state of each Atari game, which pickling
-        an ALE environment drops (it is rebuilt from its constructor's arguments)."""
-        state = self.__dict__.copy()
-        state["_emulators"] = [emulator_state(env) for env in self.envs]
-        return state
+    @property
+    def envs(self) -> list[gym.Env]:
+        """The environments of a group stepped in this process (engines ``loop`` and
+        ``gymnasium-sync``). AttributeError for the other engines."""
+        if not isinstance(self.engine, InProcess):
+            raise AttributeError(f"engine {self.engine.name!r} keeps no environments here")
+        return self.engine.environments()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as :func:`_unpickled_group` of the environment id, then the state of
-        :meth:`__getstate__`: the id's module is imported before the environments are
-        unpickled, also in a process that has made none yet (a resumed run)."""
-        return (_unpickled_group, (self.env_id,), self.__getstate__())
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Restore a snapshot's state (see :meth:`__getstate__`)."""
-        emulators = state.pop("_emulators", [])
-        self.__dict__.update(state)
-        for env, emulator in zip(self.envs, emulators):
-            if emulator is not None:
-                restore_emulator(env, emulator)
+        """Pickled as :func:`_unpickled_group` of the environment id, then its attributes
+        (the engine pickles its environments, or refuses to: rl_algos.env_engines): the id's
+        module is imported before the environments are unpickled, also in a process that has
+        made none yet (a resumed run)."""
+        return (_unpickled_group, (self.env_id,), self.__dict__.copy())
 
     def reset(self) -> EnvStep:
         """Reset every environment with its seed; the EnvStep has zero rewards."""
-        obs = []
-        for env, seed in zip(self.envs, self.seeds):
-            env.action_space.seed(seed)
-            obs.append(env.reset(seed=seed)[0])
-        self._obs = first = np.stack(obs)
+        first = self.engine.reset(self.seeds)
+        self._started = True
         z = np.zeros(self.k, bool)
         return EnvStep(first, np.zeros(self.k, np.float32), z, z.copy(), steps=self.steps)
 
@@ -294,39 +299,25 @@ class EnvGroup:
         ((K,) ints for a discrete space, (K, *shape) floats for a box, clipped to its
         bounds, or (K, prod(shape)) flattened). Finished episodes are reset and reported.
         RuntimeError if called before :meth:`reset`."""
-        if self._obs is None:
+        if not self._started:
             raise RuntimeError("EnvGroup.step() before reset()")
         if self._bounds is not None:
             low, high = self._bounds
             actions = np.clip(np.reshape(actions, (self.k, *low.shape)), low, high)
-        k = self.k
-        # The dtype by its name: after a resume, self._obs is unpickled and its dtype a copy of
-        # numpy's, which would pickle (and digest) differently from the uninterrupted run's.
-        obs = np.empty(self._obs.shape, np.dtype(self._obs.dtype.str))
-        rew = np.zeros(k, np.float32)
-        term, trunc = np.zeros(k, bool), np.zeros(k, bool)
-        final, episodes = None, []
-        for i, (env, a) in enumerate(zip(self.envs, actions)):
-            o, r, te, tr, _ = env.step(a.item() if isinstance(a, np.generic) else a)
-            rew[i], term[i], trunc[i] = r, te, tr
-            self._ret[i] += r
-            self._len[i] += 1
-            if te or tr:
-                if final is None:
-                    final = np.zeros_like(self._obs)
-                final[i] = o
-                episodes.append(Episode(i, float(self._ret[i]), int(self._len[i])))
-                self._ret[i], self._len[i] = 0.0, 0
-                o = env.reset()[0]
-            obs[i] = o
-        self._obs = obs  # a new array each step: receivers may keep the one they got
-        self.steps += k
-        return EnvStep(obs, rew, term, trunc, final, episodes, self.steps)
+        b = self.engine.step(actions)
+        self._ret += b.reward
+        self._len += 1
+        episodes = []
+        for i in np.flatnonzero(b.terminated | b.truncated):
+            episodes.append(Episode(int(i), float(self._ret[i]), int(self._len[i])))
+            self._ret[i], self._len[i] = 0.0, 0
+        self.steps += self.k
+        reward = b.reward.astype(np.float32)
+        return EnvStep(b.obs, reward, b.terminated, b.truncated, b.final_obs, episodes, self.steps)
 
     def close(self) -> None:
         """Close every environment."""
-        for env in self.envs:
-            env.close()
+        self.engine.close()
 
 
 def _unpickled_group(env_id: str) -> EnvGroup:
