@@ -1,4 +1,5 @@
-"""Learning curves, drawn with matplotlib in a helper process that a run starts early.
+"""Learning curves, drawn with matplotlib in a helper process that a run starts early, and
+several runs' curves in one figure (:func:`draw_overlay`, for ``lf-rl plot``).
 
 Importing matplotlib's pyplot takes 0.25-0.4 s here, and drawing a curve ~0.1 s: on a short
 run (CartPole solves in ~5 s) that is several percent of its wall time, spent while a core
@@ -158,6 +159,53 @@ def draw_curve(plt: ModuleType, curve: Curve) -> str:
     fig.savefig(curve.png_path)
     plt.close(fig)
     return curve.png_path
+
+
+@dataclass(frozen=True)
+class Line:
+    """One curve of an :class:`Overlay`: ``y`` against ``x`` (same length), named ``label``."""
+
+    label: str
+    x: Sequence[float]
+    y: Sequence[float]
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Several runs' curves in one figure: ``lines``, the x axis's name ``xlabel``, the PNG
+    (or any file matplotlib writes by its suffix: .svg, .pdf) ``png_path``, a ``title``."""
+
+    lines: Sequence[Line]
+    xlabel: str
+    png_path: str
+    title: str = ""
+    ylabel: str = "return"
+
+
+def draw_overlay(plt: ModuleType, overlay: Overlay) -> str:
+    """Draw every line of ``overlay`` with ``plt`` (pyplot), in matplotlib's colour cycle,
+    with a legend of their labels; save it as a 8x4.5 inch, 100 dpi figure at its
+    ``png_path``. Returns that path.
+
+    Raises:
+        ValueError: the suffix of ``png_path`` names no format matplotlib writes.
+        OSError: the file cannot be written.
+    """
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    try:
+        for line in overlay.lines:
+            ax.plot(line.x, line.y, "-", lw=1.8, label=line.label)
+        ax.set_xlabel(overlay.xlabel)
+        ax.set_ylabel(overlay.ylabel)
+        ax.set_title(overlay.title)
+        ax.grid(alpha=0.3)
+        if overlay.lines:
+            ax.legend(loc="best", fontsize="small")
+        fig.tight_layout()
+        fig.savefig(overlay.png_path)
+    finally:
+        plt.close(fig)
+    return overlay.png_path
 
 
 def pyplot() -> ModuleType:
