@@ -441,3 +441,23 @@ def test_resume_hook_sets_up_torch_as_the_fresh_run_did(tmp_path):
         r = run_program(launcher, "--resume", str(snapshot), *variant)
         assert r.returncode == 0, r.stderr
         assert stamped(r.stdout) == stdout_after(fresh, tag), variant
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_a_worker_that_owns_no_reactor_writes_its_part_of_the_programs_snapshots(
+    tmp_path, backend
+):
+    launcher = build(FIXTURES / "OwnPolicy.lf", tmp_path / "out")
+    one = run_program(launcher, "--folder", str(tmp_path / "one"), "-w", "1")
+    assert one.returncode == 0, one.stderr[-3000:]
+    args = ("--folder", str(tmp_path / "many"), "-w", "3", "--backend", backend)
+    many = run_program(launcher, *args)
+    assert many.returncode == 0, many.stderr[-3000:]
+    assert many.stdout == one.stdout
+    snaps = sorted((tmp_path / "many").glob("*.lfsnap"))
+    assert len(snaps) >= 3, sorted(os.listdir(tmp_path / "many"))
+    assert not list((tmp_path / "many").glob("*.part"))
+    middle = snaps[len(snaps) // 2]
+    resumed = run_program(launcher, "--resume", str(middle), "-w", "1")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.stdout.splitlines() == stdout_after(one.stdout.splitlines(), tag_of(middle))

@@ -67,7 +67,10 @@ class _Builder:
         self.timers: dict[tuple[int, str], Timer] = {}  # (rid, name) -> Timer
         self.mode_capsules: list[ModeCapsule] = []
         self.owned = owned
-        self.needed = None if owned is None else model.ancestors(owned)
+        # the main reactor too, on a worker that owns no reactor: its checkpoint policy asks
+        # every worker for a snapshot part, and lf.main_parameters() come from it
+        mains = (r.id for r in model.reactors if r.parent is None)
+        self.needed = None if owned is None else model.ancestors([*owned, *mains])
         self.main_arguments = tuple(a for a in model.arguments if not is_contained(a))
         self.forwarded = Forwarded(model.arguments)  # --PATH.NAME VALUE of contained instances
 
