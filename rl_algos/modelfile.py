@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from .runlog import atomic_save
 from .seeding import instance_path
 
 #: Reactor classes (``lf_src/lib``) whose instances save a model.
-LEARNER_CLASSES = frozenset({"PPOLearner", "DQNLearner", "SACLearner"})
+LEARNER_CLASSES = frozenset({"PPOLearner", "DQNLearner", "SACLearner", "MAPPOLearner"})
 #: The file name of the model of a program's only learner.
 MODEL_FILE = "model.pt"
 
@@ -78,7 +79,9 @@ def canonical(obj: Any, strings: dict[str, str] | None = None) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().clone(memory_format=torch.contiguous_format)
     if isinstance(obj, str):
-        return pool.setdefault(obj, obj)
+        # interned: torch.save's own strings ('cpu', the storages' location) are interned
+        # literals, which an equal string of ours must be too, unpickled or not
+        return pool.setdefault(obj, sys.intern(obj))
     if isinstance(obj, dict):
         return {canonical(k, pool): canonical(v, pool) for k, v in obj.items()}
     if type(obj) in (list, tuple):

@@ -58,6 +58,19 @@ SMALL = {
         ("torch",),
         None,
     ),
+    # 100 environments: the logger's window of 100 episodes fills at the first episodes' end
+    # (tag 25, or 20), after two updates, and the target is met there
+    "SpreadMAPPO.lf": (
+        ["envs_per_member=50", "num_steps=10", "target_return=-1e5", "checkpoint_every=0"],
+        ("torch", "mpe2"),
+        None,
+    ),
+    "JunctionPPO.lf": (
+        ["envs_per_member=50", "cars=4", "max_cycles=20", "num_steps=10", "target_return=-1e5"]
+        + ["checkpoint_every=0"],
+        ("torch", "pettingzoo"),
+        None,
+    ),
     "PendulumSAC.lf": (
         ["envs_per_member=2", "max_steps=600", "learning_starts=100", "batch_size=32"]
         + ["hidden=[16, 16]", "target_return=-1e5", 'make_kwargs={= {"max_episode_steps": 25} =}'],

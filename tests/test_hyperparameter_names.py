@@ -83,9 +83,9 @@ def test_a_misspelled_hyperparameter_stops_the_program_at_start_up(tmp_path, wor
 
 def _configs(lf_text: str) -> list[type]:
     """The config classes a program's ``hyperparameters(...)`` calls name."""
-    from rl_algos import dqn, grpo, ppo, sac
+    from rl_algos import dqn, grpo, mappo, ppo, sac
 
-    modules = (ppo, dqn, sac, grpo)
+    modules = (ppo, dqn, sac, grpo, mappo)
     names = sorted(set(re.findall(r"hyperparameters\((\w+)", lf_text)))
     return [next(getattr(m, n) for m in modules if hasattr(m, n)) for n in names]
 

@@ -166,9 +166,14 @@ def test_cartpole_with_a_lag_of_1_still_solves(launchers, tmp_path):
 
 def test_a_failing_background_update_is_reported_as_its_reaction(launchers, tmp_path):
     args = ("--policy_lag", "1", "--minibatch_size", "0", "-w", "2")
-    proc, run_dir = run_in_folder(launchers["CartPolePPO"], tmp_path / "fail", *CARTPOLE, *args)
-    assert proc.returncode == 1
-    err = proc.stderr
+    cwd = tmp_path / "fail"
+    proc = start(launchers["CartPolePPO"], cwd, *CARTPOLE, *args)
+    try:
+        assert proc.wait(timeout=240) == 1
+    finally:
+        proc.kill()
+    err = (cwd / "stderr.txt").read_text()
+    run_dir = run_dir_in(cwd, "CartPolePPO")
     assert re.search(r"reaction \d of CartPolePPO\.learner failed at .*lib/PPO\.lf:\d+", err), err
     assert "range() arg 3 must not be zero" in err and "background update" in err, err
     assert "could not save" not in err, err  # model.pt of what was trained
