@@ -444,9 +444,7 @@ def test_resume_hook_sets_up_torch_as_the_fresh_run_did(tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])
-def test_a_worker_that_owns_no_reactor_writes_its_part_of_the_programs_snapshots(
-    tmp_path, backend
-):
+def test_a_worker_that_owns_no_reactor_writes_its_part_of_the_programs_snapshots(tmp_path, backend):
     launcher = build(FIXTURES / "OwnPolicy.lf", tmp_path / "out")
     one = run_program(launcher, "--folder", str(tmp_path / "one"), "-w", "1")
     assert one.returncode == 0, one.stderr[-3000:]
