@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import build, child_pids
+from conftest import build, child_pids, run_program
 
 from reactors.launch import main as launch_main
 from reactors.parallel import shm
@@ -360,3 +360,15 @@ def test_a_worker_ending_after_another_failed_is_left_to_that_failure():
     bell = Bell()
     transport._check_dead([7], {7: 0}, bell)
     assert bell.gone == [7]
+
+
+@pytest.mark.parametrize("workers", ["1", "2", "4"])
+def test_an_exit_at_shutdown_lets_every_other_shutdown_reaction_finish(tmp_path, workers):
+    launcher = build(HERE / "fault_fixtures" / "ExitAtShutdown.lf", tmp_path / "out")
+    folder = tmp_path / "files"
+    folder.mkdir()
+    r = run_program(launcher, "--folder", str(folder), "-w", workers)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "Judge: the target was missed; exit status 1" in r.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [f"saved{i}.txt" for i in range(3)]
+    assert {p.read_text() for p in folder.iterdir()} == {"5\n"}

@@ -83,6 +83,9 @@ class Scheduler:
         self.current: Reaction | None = None  # the running reaction that has a deadline, if any
         self.stopping = False  # at the stop tag (shutdown reactions are running)
         self.failed: Reaction | None = None
+        # the first exit() of a reaction at the stop tag (:meth:`_exit_at_stop`), raised once the
+        # tag is complete
+        self.exit: SystemExit | None = None
         self.signalled = 0  # set by the launcher on a signal: 128 + its number
         self._thread_id: int | None = None
         # reactors.records.checkpoint: the snapshots to take (a Checkpointer) and the one to resume
@@ -132,9 +135,20 @@ class Scheduler:
         try:
             self._begin()
             self._loop()
+            if self.exit is not None:
+                raise self.exit
             ok = True
         finally:
             self._finish(ok)
+
+    def _exit_at_stop(self, e: SystemExit, rank: int) -> None:
+        """An ``exit()`` of reaction ``rank`` at the stop tag (a shutdown reaction that sets
+        the program's exit status, as the RL loggers' do): the tag's other reactions still run,
+        on this worker and on the others, and ``e`` is raised once it is complete, so a run
+        ends with the same files on any worker count. The first one sets the status."""
+        if self.exit is None:
+            self.exit = e
+            self.failed = self.program.reactions[rank]
 
     def request_stop(self) -> None:
         """Stop at the next microstep, (t, m+1), or earlier if already due (spec §3.9).
@@ -226,7 +240,12 @@ class Scheduler:
                     if rank != last:
                         last = rank
                         fn, args = table[rank]
-                        fn(*args)
+                        try:
+                            fn(*args)
+                        except SystemExit as exit_:
+                            if not engine.at_stop():
+                                raise
+                            self._exit_at_stop(exit_, rank)
                 last = -1
                 if transitions:
                     self.modes.apply(self)

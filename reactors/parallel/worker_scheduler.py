@@ -221,6 +221,8 @@ class WorkerScheduler(Scheduler):
                 if timeline is not None:
                     timeline.span(SYNC_TAG, t0, perf_counter_ns())
                 self._enter_tag()
+            if self.exit is not None:
+                raise self.exit
         finally:
             engine.finished = True
 
@@ -470,7 +472,12 @@ class WorkerScheduler(Scheduler):
                         raise Aborted()
                     fn, args = table[rank]
                     captured.rank = rank
-                    fn(*args)
+                    try:
+                        fn(*args)
+                    except SystemExit as e:
+                        if not engine.at_stop():
+                            raise
+                        self._exit_at_stop(e, rank)
         except Aborted:
             raise
         except BaseException:
