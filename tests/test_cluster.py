@@ -230,13 +230,14 @@ def test_a_federated_program_on_three_nodes_equals_one_worker(tmp_path, cluster,
 # round trip per tag, a bank of tiny reactions, physical time), and whether their tags are
 # physical (Telemetry's sensor: then only the values and their order are compared); the
 # bench programs that import torch or ale-py are left to test_determinism.py (on one host)
+#: make test runs GymSim and PingPong (a bank with a hub, a round trip); the others are slow
 BENCH_RUNS = [
-    ("Broadcast16", {"n": 4, "mib": 1, "rounds": 6}, False),
+    pytest.param("Broadcast16", {"n": 4, "mib": 1, "rounds": 6}, False, marks=pytest.mark.slow),
     ("GymSim", {"n": 6, "rounds": 50}, False),
-    ("Junction", {"n": 4, "steps": 60}, False),
+    pytest.param("Junction", {"n": 4, "steps": 60}, False, marks=pytest.mark.slow),
     ("PingPong", {"count": 300}, False),
-    ("Telemetry", {"readings": 20}, True),
-    ("TinyBank", {"rounds": 50}, False),
+    pytest.param("Telemetry", {"readings": 20}, True, marks=pytest.mark.slow),
+    pytest.param("TinyBank", {"rounds": 50}, False, marks=pytest.mark.slow),
 ]
 
 
@@ -250,7 +251,11 @@ def _values(digest: str | None, physical: bool) -> list[str]:
 
 
 @needs_ray
-@pytest.mark.parametrize("name, defines, physical", BENCH_RUNS, ids=[b[0] for b in BENCH_RUNS])
+@pytest.mark.parametrize(
+    "name, defines, physical",
+    BENCH_RUNS,
+    ids=["Broadcast16", "GymSim", "Junction", "PingPong", "Telemetry", "TinyBank"],
+)
 def test_bench_programs_on_three_nodes_equal_one_worker(tmp_path, cluster, name, defines, physical):
     from reactors.model.program import Program
 

@@ -214,12 +214,12 @@ def test_a_custom_network_unpickles_where_its_module_was_not_imported(tmp_path):
 # --------------------------------------------------------------------------- a program
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not made again when another module runs between its tests
 def launcher(tmp_path_factory) -> Path:
     return build(FIXTURES / "CustomPolicyPPO.lf", tmp_path_factory.mktemp("custom") / "out")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not made again when another module runs between its tests
 def runs(launcher, tmp_path_factory) -> dict[int, Path]:
     """CustomPolicyPPO until a mean return of 100 (a random policy's is about 22; seed 1
     reaches it after 10,192 steps), on 1 and on 2 workers, each run in a

@@ -241,6 +241,7 @@ def mean_of_last(run_dir: Path, n: int = 100) -> float:
 SHORT = ("--max_steps", "1600", "--num_steps", "10")
 
 
+@pytest.mark.slow  # make test compares SpreadMAPPO's port values on any workers (test_determinism)
 def test_spread_gives_the_same_files_on_any_workers(spread, tmp_path):
     files = []
     for i, workers in enumerate((("-w", "1"), ("-w", "2"), ("-w", "2", "--backend", "threads"))):

@@ -232,6 +232,7 @@ def test_device_weights_reach_the_policy_without_the_host():
         assert np.array_equal(plain.state[name], t.numpy()), name
 
 
+@pytest.mark.slow  # a resume of a run with groups; make test resumes runs without (test_rl_resume)
 def test_killed_pipelined_run_resumes(tmp_path):
     # the policy's held observations (pending turns) and the learner's joined steps are saved
     from test_rl_resume import PPO, TWO, assert_killed_run_resumes

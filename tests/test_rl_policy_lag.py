@@ -81,7 +81,11 @@ def update_steps(run_dir: Path) -> list[int]:
 # ------------------------------------------------------------------ lag 0: today's program
 
 
-@pytest.mark.parametrize("name", list(TINY))
+@pytest.mark.parametrize(
+    "name",
+    # AtariPPO's (15 s) with the slow tests: the same learner and lag code as the other two
+    [n if n != "AtariPPO" else pytest.param(n, marks=pytest.mark.slow) for n in TINY],
+)
 def test_lag_0_computes_what_the_program_did_before(launchers, tmp_path, name):
     before = build(FIXTURES / f"{name}.lf", tmp_path / "before")
     old = outputs(before, tmp_path / "old")
