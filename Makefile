@@ -56,6 +56,11 @@ run-pendulum: build
 run-sac: build
 	./bin/PendulumSAC
 
+# Multi-agent: MAPPO on mpe2's simple_spread (3 agents), to a team return of -60 (~20 s)
+.PHONY: run-mappo
+run-mappo: build
+	./bin/SpreadMAPPO
+
 # AtariPPO on Pong for a short budget (the target, a mean return of 20, takes ~10M steps):
 # the progress lines show steps/s and the mean return; the run ends with the logger's line
 # "stopped at its step budget", its exit status 1 taken as the expected end.
