@@ -117,9 +117,9 @@ _DEVICE = re.compile(r"auto|cpu|cuda(?::\d+)?")
 
 def chosen(hparams: Mapping[str, Any], **given: Any) -> dict[str, Any]:
     """``hparams`` with the values a learner reactor's own parameters choose on top
-    (``hidden``, ``device``, ``network``: set on its command line as ``--learner.hidden
-    '[128, 128]'``); "" or an empty list chooses nothing, leaving the value to ``hparams``,
-    then to the config class's default.
+    (``hidden``, ``device``, ``network``, ``network_kwargs``: set on its command line as
+    ``--learner.hidden '[128, 128]'``); "", an empty list or an empty dict chooses nothing,
+    leaving the value to ``hparams``, then to the config class's default.
 
     Raises:
         ConfigError: a ``hidden`` that is not a list of positive integers, or a ``device``
@@ -127,7 +127,7 @@ def chosen(hparams: Mapping[str, Any], **given: Any) -> dict[str, Any]:
     """
     out = dict(hparams)
     for name, value in given.items():
-        if value == "" or (isinstance(value, (list, tuple)) and not value):
+        if value == "" or (isinstance(value, (list, tuple, dict)) and not value):
             continue
         _check_choice(name, value)
         out[name] = value
@@ -140,5 +140,7 @@ def _check_choice(name: str, value: Any) -> None:
         and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
     ):
         raise ConfigError(f"hidden {value!r}: expected a list of positive integers (MLP widths)")
+    if name == "network_kwargs" and not isinstance(value, dict):
+        raise ConfigError(f"network_kwargs {value!r}: expected a dict of the factory's arguments")
     if name == "device" and not (isinstance(value, str) and _DEVICE.fullmatch(value)):
         raise ConfigError(f"device {value!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")

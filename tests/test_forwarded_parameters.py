@@ -272,6 +272,11 @@ def test_a_learners_own_choice_wins_over_its_hyperparameters():
         chosen({}, hidden=[0])
     with pytest.raises(ConfigError, match="^device 'gpu': expected 'auto', 'cpu', 'cuda'"):
         chosen({}, device="gpu")
+    kwargs = {"network_kwargs": {"hidden": 8}}
+    assert chosen(kwargs, network_kwargs={}) == kwargs
+    assert chosen(kwargs, network_kwargs={"hidden": 32}) == {"network_kwargs": {"hidden": 32}}
+    with pytest.raises(ConfigError, match="^network_kwargs 5: expected a dict"):
+        chosen({}, network_kwargs=5)
 
 
 def test_cartpole_ppo_takes_the_learners_network_size_and_device(tmp_path):
