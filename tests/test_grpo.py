@@ -154,21 +154,28 @@ def test_trace_shows_background_updates_overlapping_generation(tmp_path):
     text = GRPO_LF.read_text().replace("{ fast: true }", "{ fast: true, tracing: true }")
     (tmp_path / "src" / "GRPO.lf").write_text(text)
     launcher = build(tmp_path / "src" / "GRPO.lf", tmp_path / "out")
-    proc, _ = run_in_folder(
-        launcher, tmp_path / "run", *TINY, "--max_updates", "6", "--staleness", "1", timeout=120
-    )
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    events = json.loads((tmp_path / "run" / "GRPO.trace.json").read_text())["traceEvents"]
-    updates = [e for e in events if "GRPO update" in e.get("name", "")]
-    generation = [e for e in events if "generation" in e.get("name", "") and e.get("tid") == 0]
-    assert len(updates) == 7 and {e["tid"] for e in updates} == {1}, updates
-    overlaps = [
-        (u, g)
-        for u in updates
-        for g in generation
-        if g["ts"] < u["ts"] + u["dur"] and u["ts"] < g["ts"] + g["dur"]
-    ]
-    assert overlaps, "no background update overlapped a generator's reaction"
+    # The layout lets them overlap; whether they do in wall-clock time is the OS's choice: a
+    # machine busy with other tests may run the update only after the generators, so a run
+    # that shows no overlap is tried again (up to three runs).
+    for attempt in range(3):
+        cwd = tmp_path / f"run{attempt}"
+        proc, _ = run_in_folder(
+            launcher, cwd, *TINY, "--max_updates", "6", "--staleness", "1", timeout=120
+        )
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        events = json.loads((cwd / "GRPO.trace.json").read_text())["traceEvents"]
+        updates = [e for e in events if "GRPO update" in e.get("name", "")]
+        generation = [e for e in events if "generation" in e.get("name", "") and e.get("tid") == 0]
+        assert len(updates) == 7 and {e["tid"] for e in updates} == {1}, updates
+        overlaps = [
+            (u, g)
+            for u in updates
+            for g in generation
+            if g["ts"] < u["ts"] + u["dur"] and u["ts"] < g["ts"] + g["dur"]
+        ]
+        if overlaps:
+            return
+    raise AssertionError("no background update overlapped a generator's reaction in 3 runs")
 
 
 def test_diagram_reads_as_the_post_training_dataflow(grpo_program, tmp_path):

@@ -207,7 +207,8 @@ def test_a_program_gives_the_same_returns_with_the_async_engine_on_two_workers(t
 def test_the_bench_program_runs_each_engine(tmp_path):
     launcher = build(ROOT / "lf_src" / "bench" / "EngineSim.lf", tmp_path / "out")
     results = {}
-    for engine in ("loop", "gymnasium-sync", "envpool"):
+    pools = ("envpool",) if importlib.util.find_spec("envpool") else ()  # the bench extra's
+    for engine in ("loop", "gymnasium-sync", *pools):
         r = run_program(launcher, "--rounds", "40", "--k", "4", "--engine", engine)
         assert r.returncode == 0, r.stderr[-2000:]
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
@@ -215,4 +216,5 @@ def test_the_bench_program_runs_each_engine(tmp_path):
     assert results["loop"]["envs"] == 4 and results["loop"]["episodes"] > 0
     same = ("reward", "obs_sum", "episodes")
     assert [results["gymnasium-sync"][k] for k in same] == [results["loop"][k] for k in same]
-    assert results["envpool"]["obs_sum"] != results["loop"]["obs_sum"]
+    if pools:
+        assert results["envpool"]["obs_sum"] != results["loop"]["obs_sum"]
