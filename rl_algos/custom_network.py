@@ -6,7 +6,8 @@ The factory is called as ``function(observation_space, action_space, **network_k
 with the environment's gymnasium spaces and returns an ``nn.Module`` built on the CPU. Its
 module is imported from the import path (``PYTHONPATH``) or the current directory (added at
 the end of ``sys.path``), in every process that builds or unpickles the network, as
-:func:`rl_algos.envs.import_env_module` imports an environment's module. What the module must provide depends on its role:
+:func:`rl_algos.envs.import_env_module` imports an environment's module (both through
+:func:`rl_algos.envs.import_user_module`). What the module must provide depends on its role:
 
 - ``"actor_critic"`` (PPO): ``forward(obs)`` takes a (B, *obs_shape) tensor of the observation
   space's dtype (float32 for a float Box, uint8 for frames) and returns ``(policy, value)``:
@@ -28,10 +29,7 @@ the learner's (see :func:`build_module`), so torch's default initialisation and 
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, cast
@@ -42,6 +40,7 @@ import torch
 from torch import nn
 
 from .config import ConfigError
+from .envs import import_user_module
 
 #: The roles of a network (which learner uses it), and what its forward pass computes.
 ROLES = {
@@ -67,16 +66,10 @@ def import_factory(factory: str) -> Callable[..., Any]:
         raise ConfigError(
             f"network {factory!r} is not 'module:function' (e.g. 'custom_policy:make')"
         )
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.append(here)
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name, f"network {factory}")
     except ImportError as e:
-        raise ConfigError(
-            f"cannot import module {module_name!r} of network {factory}: {e} (looked for in "
-            f"the current directory, {here}, and on PYTHONPATH)"
-        ) from e
+        raise ConfigError(str(e)) from e
     make = getattr(module, name, None)
     if not callable(make):
         raise ConfigError(f"network {factory}: module {module_name!r} has no function {name!r}")
@@ -291,6 +284,8 @@ class CustomNetwork(nn.Module):
         self.continuous = role == "actor_critic" and isinstance(spaces[1], gym.spaces.Box)
 
     def forward(self, obs: torch.Tensor) -> Any:
+        """The user's module on (B, *obs_shape) observations: what its role's interface says
+        (``ROLES``)."""
         return self.module(obs)
 
     @property

@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -93,17 +94,27 @@ def import_env_module(env_id: str) -> None:
         ImportError: the module cannot be imported; the message says where it was looked for.
     """
     module, colon, _ = env_id.partition(":")
-    if not colon:
-        return
+    if colon:
+        import_user_module(module, f"environment {env_id}")
+
+
+def import_user_module(name: str, of: str) -> ModuleType:
+    """Import the user's module ``name`` (an environment's, a network factory's), with the
+    current directory added at the end of ``sys.path``; ``of``: what it is the module of, for
+    the error message ("environment corridor:Corridor-v0").
+
+    Raises:
+        ImportError: the module cannot be imported; the message says where it was looked for.
+    """
     here = os.getcwd()
     if here not in sys.path:
         sys.path.append(here)
     try:
-        importlib.import_module(module)
+        return importlib.import_module(name)
     except ImportError as e:
         raise ImportError(
-            f"cannot import module {module!r} of environment {env_id}: {e} (looked for in the "
-            f"current directory, {here}, and on PYTHONPATH)"
+            f"cannot import module {name!r} of {of}: {e} (looked for in the current directory, "
+            f"{here}, and on PYTHONPATH)"
         ) from e
 
 

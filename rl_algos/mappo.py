@@ -147,6 +147,8 @@ class MultiAgentActorCritic(nn.Module):
         )
 
     def forward(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, n_actions) float32 logits and (B,) float32 values of B agent rows
+        (:func:`agent_rows`: each agent's observation and id, then the critic's input)."""
         actor_in = rows[:, : self.actor_dim]
         critic_in = rows[:, self.critic_from : self.critic_to]
         if len(self.actors) == 1:
@@ -202,6 +204,9 @@ class MAPPOActor:
         self.net = network_of(weights, self.net)
 
     def act(self, step: MultiAgentStep) -> ActRecord:
+        """Sample an action for every agent slot of ``step`` ((K, N) environments by agents,
+        absent agents included: their actions are not sent); the record's arrays have K * N
+        rows, environment-major. RuntimeError before any weights were loaded."""
         if self.net is None:
             raise RuntimeError("MAPPOActor.act() before any weights were received")
         rows = torch.from_numpy(agent_rows(step.obs, step.state))
