@@ -448,7 +448,8 @@ def test_a_worker_that_owns_no_reactor_writes_its_part_of_the_programs_snapshots
     launcher = build(FIXTURES / "OwnPolicy.lf", tmp_path / "out")
     one = run_program(launcher, "--folder", str(tmp_path / "one"), "-w", "1")
     assert one.returncode == 0, one.stderr[-3000:]
-    args = ("--folder", str(tmp_path / "many"), "-w", "3", "--backend", backend)
+    # a process per worker also on fewer than three cores, so that one worker owns no reactor
+    args = ("--folder", str(tmp_path / "many"), "-w", "3", "--backend", backend, "--oversubscribe")
     many = run_program(launcher, *args)
     assert many.returncode == 0, many.stderr[-3000:]
     assert many.stdout == one.stdout

@@ -334,7 +334,7 @@ def test_waiting_workers_block_instead_of_spinning(tmp_path):
     def timed(*args: str) -> tuple[float, float, subprocess.CompletedProcess]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
-        r = run_program(launcher, "-w", "4", *args)
+        r = run_program(launcher, "-w", "4", "--oversubscribe", *args)
         wall = time.monotonic() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), r

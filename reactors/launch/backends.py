@@ -47,17 +47,25 @@ def default_backend() -> str:
     return "threads" if gil is not None and not gil() else "processes"
 
 
-def oversubscribed(workers: int, cores: int, log: Log) -> bool:
-    """Say once, on stderr, that ``workers`` is more workers than the ``cores`` this process
-    may use (then some workers wait for a core at every tag: docs/parallel.md, "More workers
-    than cores"); whether it is."""
+def crowded(workers: int, cores: int, oversubscribe: bool, log: Log) -> int:
+    """How many workers run a request for ``workers`` on a host where this process may use
+    ``cores`` cores: at most one per core, unless ``oversubscribe`` asks for all of them. With
+    more workers than cores, some wait for a core at every tag (docs/parallel.md, "More workers
+    than cores"), as with more tasks than CPUs in Ray, whose scheduler queues them instead.
+    Beyond the cores it says once on stderr which it does."""
     if workers <= cores:
-        return False
+        return workers
+    if oversubscribe:
+        log.warn(
+            f"{workers} workers on {cores} core(s), --oversubscribe: more workers than cores "
+            f"take turns on them at every tag, which is slower than -w {cores}"
+        )
+        return workers
     log.warn(
-        f"{workers} workers on {cores} core(s): more workers than cores take turns on them at "
-        f"every tag, which is slower than -w {cores}; -w 0 chooses at most {cores}"
+        f"-w {workers} on {cores} core(s): running {cores} workers, one per core "
+        f"(--oversubscribe runs {workers}); -w 0 chooses at most {cores}"
     )
-    return True
+    return cores
 
 
 def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -> int:
@@ -70,10 +78,10 @@ def run(module: ModuleType, graph: Program, opts: Any, log: Log, workers: int) -
 
         backend = "Ray actors"
         transport = functools.partial(RayTransport, address=opts.cluster)
+    if backend == "processes" or (backend == "threads" and default_backend() == "threads"):
+        workers = crowded(workers, usable_cores(), getattr(opts, "oversubscribe", False), log)
     plan = make_plan(graph, workers, getattr(opts, "placement", None))
     log.log(f"---- Running on {workers} workers ({backend})")
-    if backend == "processes" or (backend == "threads" and default_backend() == "threads"):
-        oversubscribed(workers, usable_cores(), log)
     if opts.fast and graph.physical_actions and not opts.replay:
         log.warn("fast execution with physical actions: physical tags may lag logical time")
     try:

@@ -53,6 +53,7 @@ class Options:
     start_multiple: int = 0
     help: bool = False
     backend: str | None = None  # None: processes on a GIL build, threads without GIL
+    oversubscribe: bool = False  # one process per worker even beyond the usable cores
     cluster: str | None = None  # the Ray cluster's address ("auto": the running one), or None
     digest: str | None = None  # path of the port-value digest file (reactors.records.trace)
     trace_file: str | None = None  # path of the timing trace (target property `tracing`)
@@ -120,6 +121,8 @@ def parse_options(
             if not args or args[0] not in ("processes", "threads"):
                 raise LaunchError(f"{a} expects 'processes' or 'threads'")
             o.backend = args.pop(0)
+        elif a == "--oversubscribe":
+            o.oversubscribe = True
         elif a == "--cluster" or a.startswith("--cluster="):
             o.cluster = _cluster(a, args)
         elif a == "--digest":
