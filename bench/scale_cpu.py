@@ -4,7 +4,7 @@ On a machine with fewer cores than workers the wall time says little about how t
 would scale, but the CPU time it spends per tag still does: if the per-tag cost of the
 runtime grows with the worker count, the CPU time summed over the supervisor and every
 worker grows with it. Measured on GymSim (CartPole, 16 environments) at W = 1, 2, 4, 8, 16
-whatever the core count: ``resource.getrusage(RUSAGE_CHILDREN)`` around each run
+whatever the core count (``--oversubscribe`` above it): ``resource.getrusage(RUSAGE_CHILDREN)`` around each run
 (:func:`bench.scale_runs.run_once`), and the start-up (interpreters, imports, environment
 creation) taken out by a run of 1 round at the same W:
 
@@ -42,11 +42,19 @@ def cpu_rows(
     per tag than one worker). ``made``: runs of ``rounds`` rounds already made, by count;
     ``expected``: the RESULT values every such run must report (the plain loop's)."""
     made = made or {}
-    longs = {w: [r for r in made.get(w, []) if isinstance(r, Run)] for w in counts}
+    # above the cores only --oversubscribe runs that many workers (the rows' runs there do not)
+    longs = {
+        w: [r for r in made.get(w, []) if isinstance(r, Run)] if w <= cores() else []
+        for w in counts
+    }
     more = [w for w in counts if not longs[w]]
-    args = ["--rounds", str(rounds)]
-    extra = alternate(lambda w: run_once(launcher, w, args), more, reps, "cpu/tag")
-    shorts = alternate(lambda w: run_once(launcher, w, ["--rounds", "1"]), counts, reps, "cpu/tag")
+
+    def once(w: int, rounds: int) -> Run:
+        over = ["--oversubscribe"] if w > cores() else []
+        return run_once(launcher, w, ["--rounds", str(rounds), *over])
+
+    extra = alternate(lambda w: once(w, rounds), more, reps, "cpu/tag")
+    shorts = alternate(lambda w: once(w, 1), counts, reps, "cpu/tag")
     mixed: dict[int, list[Run | Exception]] = {w: [*longs[w], *extra.get(w, [])] for w in counts}
     per_tag = {w: _per_tag(mixed[w], shorts[w], rounds, expected) for w in counts}
     return [_row(title, w, per_tag, mixed[w]) for w in counts]
