@@ -72,12 +72,14 @@ class Outcome:
     runnable: float = float("nan")
 
     def note(self) -> str:
-        """Worker count asked for, processes used and whole-process time, for a Row's note;
+        """Worker count asked for, processes used (when the program counts them) and
+        whole-process time, for a Row's note;
         "LOADED" when other tasks than the run's kept the cores busy before it started."""
-        procs = self.result.get("processes", "?")
+        procs = self.result.get("processes")  # a program that does not count them: not said
+        where = f": ran in {procs} process(es)" if procs is not None else ""
         mark = "LOADED: " if self.runnable > cores() else ""
         return (
-            f"{mark}-w {self.workers}: ran in {procs} process(es); whole run {self.wall:.1f} s "
+            f"{mark}-w {self.workers}{where}; whole run {self.wall:.1f} s "
             f"with start-up; load {self.load:.1f}, runnable before {self.runnable:.1f}"
         )
 
