@@ -19,6 +19,18 @@ the end of ``sys.path``), in every process that builds or unpickles the network,
   :class:`rl_algos.networks.GaussianActorCritic` meet the same interface.
 - ``"q"`` (DQN): ``forward(obs)`` as above returns the (B, n) float32 action values
   Q(s, .), as :class:`rl_algos.networks.QNetwork` does.
+- ``"sac_actor"`` (SAC's policy, a Box action space of A elements): ``forward(obs)`` returns
+  ``(mean, log_std)``, each (B, A) float32, of a Gaussian per action dimension *before* the
+  tanh squash; the library squashes and scales samples into the Box's bounds as for its
+  :class:`rl_algos.networks.SquashedGaussianActor`
+  (:func:`rl_algos.distributions.squashed_gaussian_sample`, through
+  :class:`rl_algos.custom_sac.CustomSACActor`). ``log_std`` is used as returned: the
+  built-in bounds it to [LOG_STD_MIN, LOG_STD_MAX] = [-5, 2] with a tanh, and a custom one
+  should bound it too.
+- ``"sac_critic"`` (SAC's twin critics): ``forward(obs, action)`` takes the observations as
+  above and (B, A) float32 actions and returns Q(s, a), (B,) float32, as
+  :class:`rl_algos.networks.SoftQNetwork` does. The learner calls the factory twice (two
+  critics, each with initial weights of its own) and copies each as its target.
 
 Every parameter and buffer the network computes with must be in its ``state_dict`` (that is
 what travels to the policy and into ``model.pt``), and ``forward`` draws no random numbers.
@@ -29,6 +41,7 @@ the learner's (see :func:`build_module`), so torch's default initialisation and 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Callable
@@ -46,7 +59,11 @@ from .envs import import_user_module
 ROLES = {
     "actor_critic": "forward(obs) -> (logits or Gaussian mean, value)",
     "q": "forward(obs) -> Q values",
+    "sac_actor": "forward(obs) -> (Gaussian mean, log_std) before the tanh squash",
+    "sac_critic": "forward(obs, action) -> Q(s, a)",
 }
+#: The roles that need a Box action space (SAC acts in continuous spaces only).
+BOX_ROLES = ("sac_actor", "sac_critic")
 #: The rows of the batch a network is checked with.
 CHECK_ROWS = 2
 #: Held while a factory runs with torch's global CPU generator seeded (threads share it).
@@ -154,32 +171,58 @@ def check_network(
     """Run ``module`` on a batch of :data:`CHECK_ROWS` observations and check what it returns
     against the interface of ``role`` (a key of :data:`ROLES`) for ``spaces``.
 
+    A ``"sac_critic"`` is also given :data:`CHECK_ROWS` actions (:func:`sample_actions`).
+
     Raises:
-        ConfigError: a method or attribute missing, forward failing on the batch, or an
-            output of another shape or dtype; the message names ``name`` (the factory), what
-            is wrong and what is expected.
+        ConfigError: an action space the role cannot act in (:func:`check_action_space`), a
+            method or attribute missing, forward failing on the batch, or an output of
+            another shape or dtype; the message names ``name`` (the factory), what is wrong
+            and what is expected.
     """
     obs_space, action_space = spaces
+    check_action_space(name, role, action_space)
+    call = _call(role)
     if type(module).forward is nn.Module.forward:
-        raise ConfigError(f"network {name}: {type(module).__name__} has no forward(obs) method")
-    x = torch.as_tensor(sample_observations(obs_space, CHECK_ROWS))
+        raise ConfigError(f"network {name}: {type(module).__name__} has no {call} method")
+    inputs = [torch.as_tensor(sample_observations(obs_space, CHECK_ROWS))]
+    if role == "sac_critic":
+        box = cast(gym.spaces.Box, action_space)  # checked above
+        inputs.append(torch.as_tensor(sample_actions(box, CHECK_ROWS)))
     try:
         with torch.no_grad():
-            out = module(x)
+            out = module(*inputs)
     except Exception as e:  # the user's code: its message, with what it was given
+        given = " and ".join(f"{_describe(x)} {w}" for x, w in zip(inputs, _INPUTS))
         raise ConfigError(
-            f"network {name}: forward(obs) failed on {_describe(x)} observations: "
-            f"{type(e).__name__}: {e}"
+            f"network {name}: {call} failed on {given}: {type(e).__name__}: {e}"
         ) from e
-    n = CHECK_ROWS
-    policy_shape = (n, _action_size(action_space))
+    shapes, what = _outputs(role, action_space)
+    _expect(name, role, out, shapes, what)
+    if role == "actor_critic" and isinstance(action_space, gym.spaces.Box):
+        _check_log_std(module, name, shapes[0][1])
+
+
+#: What the inputs of a forward pass are, in order (in messages).
+_INPUTS = ("observations", "actions")
+
+
+def _call(role: str) -> str:
+    """``forward(obs)``, or ``forward(obs, action)`` for a critic of state and action."""
+    return "forward(obs, action)" if role == "sac_critic" else "forward(obs)"
+
+
+def _outputs(role: str, action_space: gym.Space) -> tuple[list[tuple[int, ...]], str]:
+    """The shapes of the float32 tensors a network of ``role`` returns for :data:`CHECK_ROWS`
+    inputs, and what they are called."""
+    n, size = CHECK_ROWS, _action_size(action_space)
     if role == "q":
-        _expect(name, out, [policy_shape], "Q values")
-        return
+        return [(n, size)], "Q values"
+    if role == "sac_actor":
+        return [(n, size), (n, size)], "(Gaussian mean, log_std)"
+    if role == "sac_critic":
+        return [(n,)], "Q(s, a)"
     policy = "logits" if isinstance(action_space, gym.spaces.Discrete) else "Gaussian mean"
-    _expect(name, out, [policy_shape, (n,)], f"({policy}, value)")
-    if isinstance(action_space, gym.spaces.Box):
-        _check_log_std(module, name, policy_shape[1])
+    return [(n, size), (n,)], f"({policy}, value)"
 
 
 def sample_observations(space: gym.Space, rows: int) -> np.ndarray:
@@ -191,15 +234,22 @@ def sample_observations(space: gym.Space, rows: int) -> np.ndarray:
     return np.broadcast_to(zero, (rows, *space.shape)).copy()
 
 
+def sample_actions(space: gym.spaces.Box, rows: int) -> np.ndarray:
+    """(rows, A) float32 actions of the Box ``space`` of A elements, with no random draw:
+    zeros clipped into its bounds."""
+    zero = np.clip(np.zeros(space.shape), space.low, space.high).reshape(-1)
+    return np.broadcast_to(zero.astype(np.float32), (rows, zero.size)).copy()
+
+
 def _action_size(space: gym.Space) -> int:
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     return int(np.prod(space.shape or ()))
 
 
-def _expect(name: str, out: Any, shapes: list[tuple[int, ...]], what: str) -> None:
-    """Refuse ``out`` unless it is float32 tensors of ``shapes`` (one tensor, or a tuple of
-    them when several)."""
+def _expect(name: str, role: str, out: Any, shapes: list[tuple[int, ...]], what: str) -> None:
+    """Refuse ``out`` of a network of ``role`` unless it is float32 tensors of ``shapes`` (one
+    tensor, or a tuple of them when several)."""
     got = list(out) if isinstance(out, tuple | list) else [out]
     ok = len(got) == len(shapes) and all(
         isinstance(t, torch.Tensor) and tuple(t.shape) == s and t.dtype == torch.float32
@@ -209,8 +259,9 @@ def _expect(name: str, out: Any, shapes: list[tuple[int, ...]], what: str) -> No
         return
     want = ", ".join(f"{_shape(s)} float32" for s in shapes)
     want = f"({want})" if len(shapes) > 1 else want
+    given = " and ".join(_INPUTS[: 2 if role == "sac_critic" else 1])
     raise ConfigError(
-        f"network {name}: forward(obs) on {CHECK_ROWS} observations must return {what}: "
+        f"network {name}: {_call(role)} on {CHECK_ROWS} {given} must return {what}: "
         f"{want}; it returned {_describe(out)}"
     )
 
@@ -243,12 +294,14 @@ def _describe(value: Any) -> str:
 class CustomNetwork(nn.Module):
     """A user's module (``self.module``) built by ``factory`` with ``kwargs`` for the spaces
     ``observation_space`` and ``action_space`` (as :func:`space_spec` gives them), checked
-    for ``role`` (:data:`ROLES`); ``forward`` is the module's. ``spec`` holds these five
-    arguments: :class:`rl_algos.networks.Weights` and ``model.pt`` carry it, and
-    ``CustomNetwork(**spec, generator=g)`` rebuilds the network anywhere (its state dict
-    holds the module's under ``module.``). Initial weights are drawn as
+    for ``role`` (:data:`ROLES`); ``forward`` is the module's, on observations of the
+    observation space's dtype (cast to it: SAC's learner and policy hold float32 ones).
+    ``spec`` holds these five arguments: :class:`rl_algos.networks.Weights` and ``model.pt``
+    carry it, and ``CustomNetwork(**spec, generator=g)`` rebuilds the network anywhere (its
+    state dict holds the module's under ``module.``). Initial weights are drawn as
     :func:`build_module` says, from ``generator`` (keyword-only, required). A pickled
-    network imports the factory's module first when it is unpickled (a resumed run).
+    network (of this class or a subclass) imports the factory's module first when it is
+    unpickled (a resumed run).
 
     Raises:
         ConfigError: see :func:`build_module` and :func:`check_network`; also an unknown
@@ -270,7 +323,7 @@ class CustomNetwork(nn.Module):
             raise ConfigError(f"unknown network role {role!r} ({', '.join(ROLES)})")
         if not isinstance(kwargs, dict):
             raise ConfigError(f"network_kwargs must be a dict, not {kwargs!r}")
-        self.spec = dict(
+        self.spec: dict[str, Any] = dict(
             factory=factory,
             kwargs=dict(kwargs),
             observation_space=observation_space,
@@ -283,10 +336,10 @@ class CustomNetwork(nn.Module):
         #: a PPO policy for a Box action space: its output is a Gaussian's mean
         self.continuous = role == "actor_critic" and isinstance(spaces[1], gym.spaces.Box)
 
-    def forward(self, obs: torch.Tensor) -> Any:
-        """The user's module on (B, *obs_shape) observations: what its role's interface says
-        (``ROLES``)."""
-        return self.module(obs)
+    def forward(self, obs: torch.Tensor, *actions: torch.Tensor) -> Any:
+        """The user's module on (B, *obs_shape) observations (and, for a ``"sac_critic"``,
+        (B, A) float32 actions): what its role's interface says (``ROLES``)."""
+        return self.module(obs.to(_torch_dtype(self.spec["observation_space"])), *actions)
 
     @property
     def log_std(self) -> torch.Tensor:
@@ -294,14 +347,24 @@ class CustomNetwork(nn.Module):
         return cast(torch.Tensor, self.module.log_std)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_unpickled_network, (self.spec["factory"],), self.__getstate__())
+        return (_unpickled_network, (self.spec["factory"], type(self)), self.__getstate__())
 
 
-def _unpickled_network(factory: str) -> CustomNetwork:
-    """An empty :class:`CustomNetwork` for pickle to fill, once ``factory``'s module is
-    imported (its classes are in the state that follows)."""
+def _unpickled_network(factory: str, cls: type[CustomNetwork] = CustomNetwork) -> CustomNetwork:
+    """An empty ``cls`` (:class:`CustomNetwork` or a subclass) for pickle to fill, once
+    ``factory``'s module is imported (its classes are in the state that follows)."""
     import_factory(factory)
-    return CustomNetwork.__new__(CustomNetwork)
+    return cls.__new__(cls)
+
+
+@functools.cache
+def _dtype_of(name: str) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, np.dtype(name))).dtype
+
+
+def _torch_dtype(space: dict[str, Any]) -> torch.dtype:
+    """The torch dtype of the observations of ``space`` (from :func:`space_spec`)."""
+    return _dtype_of(space.get("dtype", "int64"))  # a Discrete space: int64 indices
 
 
 def custom_network(
@@ -310,23 +373,20 @@ def custom_network(
     spaces: tuple[gym.Space, gym.Space],
     role: str,
     generator: torch.Generator,
+    cls: type[CustomNetwork] = CustomNetwork,
 ) -> CustomNetwork:
-    """A :class:`CustomNetwork` of ``role`` for gymnasium ``spaces`` (observation, action).
+    """A :class:`CustomNetwork` of ``role`` for gymnasium ``spaces`` (observation, action);
+    ``cls``: the class to build, :class:`CustomNetwork` or a subclass that gives a role's
+    users more than ``forward`` (:class:`rl_algos.custom_sac.CustomSACActor` for
+    ``"sac_actor"``).
 
     Raises:
-        ConfigError: see :class:`CustomNetwork`.
+        ConfigError: see :class:`CustomNetwork`; also an action space the role cannot act in
+            (PPO: Discrete or Box; DQN: Discrete; SAC: Box).
     """
     obs_space, action_space = spaces
-    if role == "actor_critic" and not isinstance(
-        action_space, gym.spaces.Discrete | gym.spaces.Box
-    ):
-        raise ConfigError(
-            f"network {factory}: PPO acts in Discrete or Box action spaces, not "
-            f"{type(action_space).__name__}"
-        )
-    if role == "q" and not isinstance(action_space, gym.spaces.Discrete):
-        raise ConfigError(f"network {factory}: a Q-network needs a Discrete action space")
-    return CustomNetwork(
+    check_action_space(factory, role, action_space)
+    return cls(
         factory,
         kwargs,
         space_spec(obs_space),
@@ -334,6 +394,21 @@ def custom_network(
         role,
         generator=generator,
     )
+
+
+def check_action_space(name: str, role: str, space: gym.Space) -> None:
+    """Refuse an action space a network of ``role`` cannot act in (PPO: Discrete or Box;
+    DQN: Discrete; SAC: Box) with a ConfigError naming ``name`` (the factory)."""
+    kind = type(space).__name__
+    if role == "actor_critic" and not isinstance(space, gym.spaces.Discrete | gym.spaces.Box):
+        raise ConfigError(f"network {name}: PPO acts in Discrete or Box action spaces, not {kind}")
+    if role == "q" and not isinstance(space, gym.spaces.Discrete):
+        raise ConfigError(f"network {name}: a Q-network needs a Discrete action space")
+    if role in BOX_ROLES and not isinstance(space, gym.spaces.Box):
+        raise ConfigError(
+            f"network {name}: SAC's {role.removeprefix('sac_')} needs a Box (continuous) "
+            f"action space, not {kind}"
+        )
 
 
 def network_spaces(spec: dict[str, Any]) -> tuple[tuple[int, ...], int | tuple[int, ...]]:

@@ -2,7 +2,8 @@
 a Discrete action space (from logits) and a diagonal Gaussian over a Box (from a mean and a log
 standard deviation, Schulman et al. (2017), "Proximal Policy Optimization Algorithms",
 section 6.1). Sampling draws from the policy reactor's numpy generator, a fixed number of
-draws per batch, so the stream never depends on the probabilities.
+draws per batch, so the stream never depends on the probabilities. And SAC's squashed
+Gaussian (:func:`squashed_gaussian_sample`), sampled from noise its caller draws.
 """
 
 from __future__ import annotations
@@ -54,3 +55,29 @@ def sample_gaussian(
     actions = mean + torch.exp(log_std) * noise
     logp, _ = gaussian_logp_entropy(mean, log_std, actions)
     return actions.numpy(), logp.numpy()
+
+
+def squashed_gaussian_sample(
+    mean: torch.Tensor,
+    log_std: torch.Tensor,
+    noise: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterised actions of SAC's policy and their log-probabilities: u = mean +
+    exp(log_std) * noise, action = tanh(u) * scale + bias, so each action lies within
+    [bias - scale, bias + scale] (a Box's bounds: scale = (high - low) / 2, bias =
+    (high + low) / 2); log pi(action) = log N(u; mean, exp(log_std)^2) - log |d action / d u|,
+    summed over the action's dimensions, with 1e-6 inside the logarithm of the Jacobian as in
+    the paper's code. Source: Haarnoja et al. (2018), "Soft Actor-Critic Algorithms and
+    Applications", arXiv:1812.05905, appendix C.
+
+    ``mean``, ``log_std``, ``noise`` (standard normal): (B, A) float32; ``scale``, ``bias``:
+    (A,) float32. Returns actions (B, A) float32 and log-probabilities (B,) float32; zero
+    noise gives the mean action, tanh(mean) * scale + bias.
+    """
+    u = mean + log_std.exp() * noise
+    y = torch.tanh(u)
+    logp = -0.5 * noise.pow(2) - log_std - _LOG_SQRT_2PI
+    logp = logp - torch.log(scale * (1 - y.pow(2)) + 1e-6)
+    return y * scale + bias, logp.sum(-1)

@@ -36,11 +36,12 @@ from gymnasium import spaces as gym_spaces
 from .custom_network import network_spaces as custom_network_spaces
 from .envs import make_env
 from .modelfile import MODEL_FILE
-from .networks import SquashedGaussianActor, Weights, load_weights
+from .networks import Weights, load_weights
 from .normalize import ObsStats
 from .ppo import gaussian_log_std
 from .record import read_record
 from .runlog import is_run_directory, run_started
+from .sac import SquashedPolicy, mean_action
 
 #: First episode seed of an evaluation: far from the seeds training draws (small integers).
 EVAL_SEED = 1_000_000
@@ -225,17 +226,17 @@ def load_policy(model_path: str) -> tuple[torch.nn.Module, str | None, ObsStats 
 
 
 def greedy_action(net: torch.nn.Module, obs: np.ndarray) -> int | np.ndarray:
-    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic, QNetwork, SAC's
-    SquashedGaussianActor, or a user's module of either role) for one observation: an int,
-    or the Gaussian's mean ((action_dim,) float32; not clipped, squashed into the bounds for
-    SAC)."""
+    """The greedy action of ``net`` (an ActorCritic, GaussianActorCritic, QNetwork, a SAC
+    policy (:class:`rl_algos.sac.SquashedPolicy`), or a user's module of any of these roles)
+    for one observation: an int, or the Gaussian's mean ((action_dim,) float32; not clipped,
+    squashed into the bounds for SAC)."""
     x = torch.as_tensor(obs[None])
     if x.dtype != torch.uint8:
         x = x.float()
     with torch.no_grad():
+        if isinstance(net, SquashedPolicy):
+            return mean_action(net, x)[0].numpy()
         out = net(x)
-        if isinstance(net, SquashedGaussianActor):
-            return net.squash(out[0])[0].numpy()
     scores = out[0] if isinstance(out, tuple) else out  # (logits or mean, value) or Q values
     if gaussian_log_std(net) is not None:
         return scores[0].numpy()

@@ -1,5 +1,6 @@
 """Torch networks: MLP, the Nature-DQN CNN, actor-critics for discrete and for continuous
-actions, a Q-network, and SAC's squashed Gaussian policy and soft Q-network; and weights as numpy arrays, the form in which a learner broadcasts them to actor reactors over ports.
+actions, a Q-network, and SAC's squashed Gaussian policy and soft Q-network; and weights as
+numpy arrays, the form in which a learner broadcasts them to actor reactors over ports.
 
 Sources: the CNN is that of Mnih et al. (2015), "Human-level control through deep
 reinforcement learning", Nature 518 (3 conv layers 32x8x8/4, 64x4x4/2, 64x3x3/1, then 512
@@ -30,6 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .custom_network import CustomNetwork
+from .custom_sac import CustomSACActor
+from .distributions import squashed_gaussian_sample
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -306,9 +309,10 @@ class SquashedGaussianActor(nn.Module):
     Applications", arXiv:1812.05905, appendix C (the tanh change of variables).
 
     ``forward(obs)`` takes (B, obs_dim) float32 and returns ``(mean, log_std)``, each
-    (B, action_dim) float32, before squashing. Initial weights are torch's default
-    initialisation drawn from ``generator`` (keyword-only, required); image observations are
-    not supported (ValueError).
+    (B, action_dim) float32, before squashing; ``action_bounds`` and ``sample`` are the
+    interface a user's policy shares (:class:`rl_algos.sac.SquashedPolicy`). Initial weights
+    are torch's default initialisation drawn from ``generator`` (keyword-only, required);
+    image observations are not supported (ValueError).
     """
 
     scale: torch.Tensor  # (action_dim,) float32 buffers: (high - low) / 2 and (high + low) / 2
@@ -348,21 +352,16 @@ class SquashedGaussianActor(nn.Module):
         log_std = torch.tanh(self.log_std(x))
         return self.mean(x), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
 
-    def squash(self, u: torch.Tensor) -> torch.Tensor:
-        """Pre-squash values (B, action_dim) -> actions within the bounds."""
-        return torch.tanh(u) * self.scale + self.bias
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The action space's bounds ``low`` and ``high``, each (action_dim,) float32."""
+        return np.asarray(self.spec["low"], np.float32), np.asarray(self.spec["high"], np.float32)
 
     def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised actions for ``obs`` from standard normal ``noise`` (B, action_dim),
-        and their log-probabilities (B,) under the squashed Gaussian."""
+        and their log-probabilities (B,) under the squashed Gaussian
+        (:func:`rl_algos.distributions.squashed_gaussian_sample`)."""
         mean, log_std = self(obs)
-        std = log_std.exp()
-        u = mean + std * noise
-        y = torch.tanh(u)
-        # log N(u; mean, std) - log |d action / d u|, per dimension, summed
-        logp = -0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)
-        logp = logp - torch.log(self.scale * (1 - y.pow(2)) + 1e-6)
-        return y * self.scale + self.bias, logp.sum(-1)
+        return squashed_gaussian_sample(mean, log_std, noise, self.scale, self.bias)
 
 
 class SoftQNetwork(nn.Module):
@@ -401,6 +400,7 @@ KINDS: dict[str, Callable[..., nn.Module]] = {
     "sac_actor": SquashedGaussianActor,
     "soft_q": SoftQNetwork,
     "custom": CustomNetwork,  # a user's module (rl_algos.custom_network)
+    "custom_sac_actor": CustomSACActor,  # a user's SAC policy (rl_algos.custom_sac)
 }
 
 

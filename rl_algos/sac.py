@@ -13,22 +13,35 @@ Split for reactors like DQN: :class:`SACActor` acts for a batch of observations 
 reactor (its noise from the reactor's numpy generator); :class:`rl_algos.replay.ReplayBuffer`
 lives in a replay reactor; :class:`SACLearner` takes sampled batches and returns the policy's
 new weights to broadcast. Every random draw of the learner comes from its own
-``torch.Generator``, so results depend on the seed only.
+``torch.Generator``, so results depend on the seed only. A user's modules may replace the
+built-in policy and critics, each on its own (``SACConfig.network`` and
+``critic_network``, :mod:`rl_algos.custom_network`, :mod:`rl_algos.custom_sac`).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from .config import ConfigError
+from .custom_network import custom_network
+from .custom_sac import CustomSACActor, custom_sac_actor
 from .device import batch_to_device, choose_device
-from .networks import SoftQNetwork, SquashedGaussianActor, Weights, export_weights, load_weights
+from .networks import (
+    SoftQNetwork,
+    SquashedGaussianActor,
+    Weights,
+    export_weights,
+    kind_of,
+    load_weights,
+)
 from .optim import Adam
 from .seeding import torch_generator
 
@@ -53,6 +66,12 @@ class SACConfig:
     alpha: float = 0.2  # entropy temperature (its start when autotuned)
     autotune: bool = True  # tune alpha towards the target entropy -action_dim
     hidden: tuple = (256, 256)  # MLP widths of the policy and the critics
+    # a user's policy, "module:function" (rl_algos.custom_sac); "": the built-in one
+    network: str = ""
+    network_kwargs: dict = field(default_factory=dict)  # keyword arguments of that function
+    # a user's critic, "module:function" (called twice: twin critics); "": the built-in one
+    critic_network: str = ""
+    critic_network_kwargs: dict = field(default_factory=dict)  # its keyword arguments
     total_steps: int = 1_000_000  # environment steps of the whole run (unused by SAC)
     device: str = "auto"  # learner device: cuda if available, else cpu
 
@@ -65,24 +84,87 @@ class ActRecord:
     actions: np.ndarray
 
 
+@runtime_checkable
+class SquashedPolicy(Protocol):
+    """What SAC's policy offers the policy reactor, the learner and ``lf-rl eval``: the
+    built-in :class:`rl_algos.networks.SquashedGaussianActor` and a user's
+    :class:`rl_algos.custom_sac.CustomSACActor` alike."""
+
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The action space's bounds ``low`` and ``high``, each (A,) float32."""
+        ...
+
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions (B, A) float32 within the bounds for (B, *obs_shape) observations and
+        standard normal ``noise`` (B, A) float32, and their log-probabilities (B,) float32."""
+        ...
+
+
+def mean_action(policy: SquashedPolicy, obs: torch.Tensor) -> torch.Tensor:
+    """The action of ``policy`` at its Gaussian's mean (zero noise), squashed into the
+    bounds: (B, A) float32 for (B, *obs_shape) observations."""
+    dim = len(policy.action_bounds()[0])
+    return policy.sample(obs, torch.zeros((len(obs), dim), device=obs.device))[0]
+
+
+def sac_policy(
+    cfg: SACConfig, spaces: tuple[gym.spaces.Box, gym.spaces.Box], generator: torch.Generator
+) -> SquashedGaussianActor | CustomSACActor:
+    """The policy of ``cfg``: the user's module of ``cfg.network``
+    (:class:`rl_algos.custom_sac.CustomSACActor`) or else the built-in
+    :class:`rl_algos.networks.SquashedGaussianActor`; initial weights from ``generator``.
+
+    Raises:
+        ConfigError: a custom network that cannot be built or misses the interface.
+    """
+    if cfg.network:
+        return custom_sac_actor(cfg.network, cfg.network_kwargs, spaces, generator)
+    obs_space, action_space = spaces
+    low, high = action_space.low.reshape(-1).tolist(), action_space.high.reshape(-1).tolist()
+    return SquashedGaussianActor(obs_space.shape, low, high, cfg.hidden, generator=generator)
+
+
+def sac_critic(
+    cfg: SACConfig, spaces: tuple[gym.spaces.Box, gym.spaces.Box], generator: torch.Generator
+) -> nn.Module:
+    """One critic of ``cfg``: the user's module of ``cfg.critic_network`` (role
+    ``"sac_critic"``, :mod:`rl_algos.custom_network`) or else the built-in
+    :class:`rl_algos.networks.SoftQNetwork`; initial weights from ``generator``.
+
+    Raises:
+        ConfigError: a ``critic_network_kwargs`` that is not a dict, or a custom network
+            that cannot be built or misses the interface.
+    """
+    if cfg.critic_network:
+        kwargs = cfg.critic_network_kwargs
+        if not isinstance(kwargs, dict):
+            raise ConfigError(f"critic_network_kwargs must be a dict, not {kwargs!r}")
+        return custom_network(cfg.critic_network, kwargs, spaces, "sac_critic", generator)
+    obs_space, action_space = spaces
+    dim = int(np.prod(action_space.shape))
+    return SoftQNetwork(obs_space.shape, dim, cfg.hidden, generator=generator)
+
+
 class SACActor:
-    """Acting with a CPU copy of the policy: uniformly random actions within the bounds for
-    the first ``learning_starts`` environment steps, then samples of the squashed Gaussian
-    (noise from ``rng``). ``act(obs)`` takes (B, obs_dim) float32 and returns an
-    :class:`ActRecord`; RuntimeError before the first :meth:`load`. Other keyword arguments
-    (the rest of :class:`SACConfig`) are ignored.
+    """Acting with a CPU copy of the policy (a :class:`SquashedPolicy`): uniformly random
+    actions within the bounds for the first ``learning_starts`` environment steps, then
+    samples of the squashed Gaussian (noise from ``rng``). ``act(obs)`` takes (B, obs_dim)
+    observations and returns an :class:`ActRecord`; RuntimeError before the first
+    :meth:`load`. Other keyword arguments (the rest of :class:`SACConfig`) are ignored.
     """
 
     def __init__(self, rng: np.random.Generator, learning_starts: int = 0, **_config: Any):
         self.rng = rng
         self.learning_starts = int(learning_starts)
-        self.net: SquashedGaussianActor | None = None
+        self.net: SquashedPolicy | None = None
         self.steps = 0
 
     def load(self, weights: Weights) -> None:
-        """Replace the policy's parameters with ``weights`` (a Weights of kind sac_actor)."""
-        net = load_weights(weights, self.net)
-        assert isinstance(net, SquashedGaussianActor)
+        """Replace the policy's parameters with ``weights`` (a Weights of a SAC policy; a
+        TypeError for another network)."""
+        net = load_weights(weights, cast(nn.Module | None, self.net))
+        if not isinstance(net, SquashedPolicy):
+            raise TypeError(f"SACActor acts with a SAC policy, not a {type(net).__name__}")
         self.net = net
 
     def act(self, obs: np.ndarray) -> ActRecord:
@@ -90,12 +172,11 @@ class SACActor:
         if net is None:
             raise RuntimeError("SACActor.act() before any weights were received")
         b = len(obs)
+        lo, hi = net.action_bounds()
         if self.steps < self.learning_starts:
-            lo = np.asarray(net.spec["low"], np.float32)
-            hi = np.asarray(net.spec["high"], np.float32)
             actions = self.rng.uniform(lo, hi, size=(b, len(lo))).astype(np.float32)
         else:
-            noise = self.rng.standard_normal((b, len(net.spec["low"]))).astype(np.float32)
+            noise = self.rng.standard_normal((b, len(lo))).astype(np.float32)
             with torch.inference_mode():
                 a, _ = net.sample(
                     torch.as_tensor(obs, dtype=torch.float32), torch.from_numpy(noise)
@@ -109,8 +190,10 @@ class SACLearner:
     """The policy, the twin critics and their targets, the temperature and their Adam
     optimisers.
 
-    ``obs_space``/``action_space``: gymnasium Box spaces (TypeError for other action spaces);
-    ``torch_seed``: int for the networks' initialisation and the learner's sampling noise.
+    ``obs_space``/``action_space``: gymnasium Box spaces (TypeError for other action spaces;
+    ConfigError for a user's ``cfg.network`` or ``cfg.critic_network`` that does not fit, see
+    :func:`sac_policy` and :func:`sac_critic`); ``torch_seed``: int for the networks'
+    initialisation (the policy's first, then each critic's) and the learner's sampling noise.
     """
 
     def __init__(
@@ -121,14 +204,10 @@ class SACLearner:
         self.cfg = cfg
         self.device = dev = choose_device(cfg.device)
         g = torch_generator(torch_seed)
-        low, high = action_space.low.reshape(-1).tolist(), action_space.high.reshape(-1).tolist()
-        self.actor = SquashedGaussianActor(obs_space.shape, low, high, cfg.hidden, generator=g)
-        self.actor.to(dev)
-        self.action_dim = len(low)
-        self.qf = [
-            SoftQNetwork(obs_space.shape, self.action_dim, cfg.hidden, generator=g).to(dev)
-            for _ in range(2)
-        ]
+        spaces = (obs_space, action_space)
+        self.actor = sac_policy(cfg, spaces, g).to(dev)  # drawn first, then the critics
+        self.action_dim = int(np.prod(action_space.shape))
+        self.qf = [sac_critic(cfg, spaces, g).to(dev) for _ in range(2)]
         self.targets = [copy.deepcopy(q).requires_grad_(False) for q in self.qf]
         self.q_opt = Adam([p for q in self.qf for p in q.parameters()], lr=cfg.q_lr)
         self.pi_opt = Adam(self.actor.parameters(), lr=cfg.policy_lr)
@@ -145,8 +224,9 @@ class SACLearner:
         self.stats: dict[str, float] = {}
 
     def weights(self) -> Weights:
-        """The policy as :class:`rl_algos.networks.Weights` (kind ``sac_actor``)."""
-        return export_weights(self.actor, "sac_actor", self.updates)
+        """The policy as :class:`rl_algos.networks.Weights` (kind ``sac_actor``, or
+        ``custom_sac_actor`` for a user's module)."""
+        return export_weights(self.actor, kind_of(self.actor), self.updates)
 
     def checkpoint(self) -> dict:
         """What ``model.pt`` holds: ``algo``, ``kind`` and ``spec`` of the policy (to rebuild
@@ -154,7 +234,7 @@ class SACLearner:
         state = {k: v.cpu() for k, v in self.actor.state_dict().items()}
         return {
             "algo": "sac",
-            "kind": "sac_actor",
+            "kind": kind_of(self.actor),
             "spec": self.actor.spec,
             "state_dict": state,
             "config": asdict(self.cfg),

@@ -1,9 +1,11 @@
-"""A user's torch module as the network of the library's learners (rl_algos.custom_network):
-the interface checked when the network is built, each mistake named on one line; a PPO or
-DQN learner and its actor built from the factory act as their weights say; a program whose
-PPOLearner gets ``network = "custom_policy:make"`` (examples/custom_policy.py) learns, gives
-the same returns.csv on 1 and 2 workers, and ``lf-rl eval`` plays its model, or says in one
-line that the module cannot be imported."""
+"""A user's torch module as the network of the library's learners (rl_algos.custom_network,
+rl_algos.custom_sac): the interface checked when the network is built, each mistake named on
+one line; a PPO, DQN or SAC learner and its actor built from the factory act as their weights
+say; a program whose PPOLearner gets ``network = "custom_policy:make"``
+(examples/custom_policy.py) learns, gives the same returns.csv on 1 and 2 workers, and
+``lf-rl eval`` plays its model, or says in one line that the module cannot be imported;
+PendulumSAC with a custom policy and critics gives the same returns.csv on 1 and 2 workers,
+resumes from a snapshot, and ``lf-rl eval`` plays its model."""
 
 from __future__ import annotations
 
@@ -25,10 +27,19 @@ from conftest import ROOT, build
 from rl_algos import cli
 from rl_algos.config import ConfigError
 from rl_algos.custom_network import CustomNetwork, check_network, custom_network
+from rl_algos.custom_sac import CustomSACActor, custom_sac_actor
 from rl_algos.distributions import log_softmax, sample_categorical
 from rl_algos.dqn import DQNActor, DQNConfig, DQNLearner
-from rl_algos.networks import ActorCritic, GaussianActorCritic, QNetwork
+from rl_algos.evaluate import greedy_action
+from rl_algos.networks import (
+    ActorCritic,
+    GaussianActorCritic,
+    QNetwork,
+    SoftQNetwork,
+    SquashedGaussianActor,
+)
 from rl_algos.ppo import PPOActor, PPOConfig, PPOLearner
+from rl_algos.sac import SACActor, SACConfig, SACLearner
 
 pytestmark = pytest.mark.xdist_group("rl-custom-policy")
 
@@ -104,6 +115,9 @@ def test_the_built_in_networks_meet_the_same_interface():
     gaussian = GaussianActorCritic((3,), 1, generator=g)
     check_network(gaussian, "actor_critic", PENDULUM, "built-in")
     check_network(QNetwork((4,), 2, generator=g), "q", CARTPOLE, "built-in")
+    sac_actor = SquashedGaussianActor((3,), [-2.0], [2.0], (8,), generator=g)
+    check_network(sac_actor, "sac_actor", PENDULUM, "built-in")
+    check_network(SoftQNetwork((3,), 1, (8,), generator=g), "sac_critic", PENDULUM, "built-in")
 
 
 def test_initial_weights_depend_on_the_generator_only():
@@ -287,3 +301,201 @@ def test_a_program_with_a_missing_network_module_stops_with_one_line(launcher, t
     )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "cannot import module 'nowhere' of network nowhere:make" in proc.stderr
+
+
+# --------------------------------------------------------------------------- SAC
+
+SAC_NETS = {
+    "network": "custom_policy:make_sac_actor",
+    "critic_network": "custom_policy:make_sac_critic",
+}
+
+
+@pytest.mark.parametrize(
+    ("factory", "role", "message"),
+    [
+        (
+            "faulty_sac_nets:mean_only",
+            "sac_actor",
+            "forward(obs) on 2 observations must return (Gaussian mean, log_std): ((2, 1) "
+            "float32, (2, 1) float32); it returned a (2, 1) float32 tensor",
+        ),
+        (
+            "faulty_sac_nets:double_log_std",
+            "sac_actor",
+            "must return (Gaussian mean, log_std): ((2, 1) float32, (2, 1) float32); it "
+            "returned (a (2, 1) float32 tensor, a (2, 1) float64 tensor)",
+        ),
+        (
+            "faulty_sac_nets:q_column",
+            "sac_critic",
+            "forward(obs, action) on 2 observations and actions must return Q(s, a): (2,) "
+            "float32; it returned a (2, 1) float32 tensor",
+        ),
+        (
+            "faulty_sac_nets:state_only",
+            "sac_critic",
+            "forward(obs, action) failed on a (2, 3) float32 tensor observations and a (2, 1) "
+            "float32 tensor actions: TypeError",
+        ),
+        ("faulty_nets:no_forward", "sac_critic", "NoForward has no forward(obs, action) method"),
+    ],
+)
+def test_a_sac_network_missing_the_interface_is_named_on_one_line(factory, role, message):
+    with pytest.raises(ConfigError) as e:
+        build_net(factory, PENDULUM, role)
+    text = str(e.value)
+    assert text.startswith(f"network {factory}") and message in text and "\n" not in text
+
+
+def test_sac_networks_need_a_box_action_space():
+    for role, factory in (("sac_actor", "make_sac_actor"), ("sac_critic", "make_sac_critic")):
+        with pytest.raises(ConfigError) as e:
+            build_net(f"custom_policy:{factory}", CARTPOLE, role)
+        assert str(e.value) == (
+            f"network custom_policy:{factory}: SAC's {role[4:]} needs a Box (continuous) action "
+            "space, not Discrete"
+        )
+    with pytest.raises(ConfigError, match="SAC's actor needs a Box"):
+        custom_sac_actor("custom_policy:make_sac_actor", {}, CARTPOLE, torch.Generator())
+    critic, kwargs = SAC_NETS["critic_network"], [32]
+    bad = SACConfig(device="cpu", critic_network=critic, critic_network_kwargs=kwargs)
+    with pytest.raises(ConfigError, match=r"^critic_network_kwargs must be a dict, not \[32\]"):
+        SACLearner(bad, *PENDULUM, torch_seed=1)
+
+
+def sac_learner(seed: int = 7, **nets: str) -> SACLearner:
+    cfg = SACConfig(device="cpu", hidden=(8,), **(nets or SAC_NETS))
+    cfg.network_kwargs = cfg.critic_network_kwargs = {"hidden": 16}
+    return SACLearner(cfg, *PENDULUM, torch_seed=seed)
+
+
+def states(net: torch.nn.Module) -> list[torch.Tensor]:
+    return [t.detach().clone() for t in net.state_dict().values()]
+
+
+def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_sac_initial_weights_depend_on_the_seed_and_each_critic_has_its_own():
+    a, b, c = sac_learner(7), sac_learner(7), sac_learner(8)
+    assert isinstance(a.actor, CustomSACActor) and isinstance(a.qf[0], CustomNetwork)
+    for x, y in ((a.actor, b.actor), (a.qf[0], b.qf[0]), (a.qf[1], b.qf[1])):
+        assert same(states(x), states(y))
+    assert same(states(a.qf[0]), states(a.targets[0]))
+    assert not same(states(a.qf[0]), states(a.qf[1]))  # twin critics, two draws
+    assert not same(states(a.actor), states(c.actor))
+    # either network custom on its own, the other built in
+    only_critic = sac_learner(critic_network=SAC_NETS["critic_network"])
+    only_actor = sac_learner(network=SAC_NETS["network"])
+    assert isinstance(only_critic.actor, SquashedGaussianActor)
+    assert isinstance(only_critic.qf[1], CustomNetwork)
+    assert isinstance(only_actor.actor, CustomSACActor)
+    assert isinstance(only_actor.qf[1], SoftQNetwork)
+
+
+def sac_batch(rng: np.random.Generator, n: int = 16) -> dict:
+    return {
+        "obs": rng.standard_normal((n, 3)).astype(np.float32),
+        "actions": rng.uniform(-2, 2, (n, 1)).astype(np.float32),
+        "rewards": rng.standard_normal(n).astype(np.float32),
+        "next_obs": rng.standard_normal((n, 3)).astype(np.float32),
+        "dones": np.zeros(n, np.float32),
+    }
+
+
+def test_a_custom_sac_learner_updates_and_resumes_from_a_pickle():
+    learner, rng = sac_learner(), np.random.default_rng(0)
+    actor0, critic0, target0 = states(learner.actor), states(learner.qf[0]), learner.targets[0]
+    stats = learner.update(sac_batch(rng))  # a critic step, then two policy steps
+    assert all(np.isfinite(v) for v in stats.values()) and "actor_loss" in stats
+    assert not same(actor0, states(learner.actor))
+    assert not same(critic0, states(learner.qf[0]))
+    assert learner.targets[0] is target0 and not same(critic0, states(target0))
+    resumed = pickle.loads(pickle.dumps(learner))
+    batch = sac_batch(rng)
+    assert learner.update(batch) == resumed.update(batch)
+    assert same(states(learner.actor), states(resumed.actor))
+
+
+def test_the_sac_actor_and_eval_act_with_a_custom_policy():
+    learner = sac_learner()
+    weights = learner.weights()
+    assert weights.kind == "custom_sac_actor" and learner.checkpoint()["kind"] == weights.kind
+    obs = OBS[:, :3]
+    warm = SACActor(np.random.default_rng(5), learning_starts=100)
+    warm.load(weights)
+    expected = np.random.default_rng(5).uniform(-2.0, 2.0, (8, 1)).astype(np.float32)
+    np.testing.assert_array_equal(warm.act(obs).actions, expected)
+    actor = SACActor(np.random.default_rng(5))
+    actor.load(weights)
+    assert isinstance(actor.net, CustomSACActor)
+    assert np.array_equal(actor.net.action_bounds()[1], np.array([2.0], np.float32))
+    noise = np.random.default_rng(5).standard_normal((8, 1)).astype(np.float32)
+    with torch.no_grad():
+        mean, log_std = (t.numpy() for t in learner.actor(torch.as_tensor(obs)))
+    squashed = 2.0 * np.tanh(mean + np.exp(log_std) * noise)
+    np.testing.assert_allclose(actor.act(obs).actions, squashed, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(greedy_action(actor.net, obs[0]), 2.0 * np.tanh(mean[0]), rtol=1e-6)
+
+
+@pytest.fixture(scope="session")  # not made again when another module runs between its tests
+def sac_launcher(tmp_path_factory) -> Path:
+    return build(ROOT / "lf_src" / "PendulumSAC.lf", tmp_path_factory.mktemp("sac") / "out")
+
+
+#: Two Pendulums of 25-step episodes until 20 episodes (500 steps), learning from step 100.
+SAC_ARGS = (
+    "--envs_per_member", "2", "--target_return", "-100000.0", "--learning_starts", "100",
+    "--batch_size", "32", "--make_kwargs", '{= {"max_episode_steps": 25} =}',
+    "--checkpoint_every", "0", "--learner.network", SAC_NETS["network"],
+    "--learner.critic_network", SAC_NETS["critic_network"],
+    "--learner.critic_network_kwargs", '{= {"hidden": 32} =}',
+)  # fmt: skip
+
+
+def run_sac(launcher: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """PendulumSAC with ``args`` in the new folder ``cwd``, which holds custom_policy.py."""
+    cwd.mkdir()
+    shutil.copy(EXAMPLE, cwd / "custom_policy.py")
+    proc = subprocess.run(
+        [str(launcher), "--digest", "run.digest", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_pendulum_sac_with_custom_networks_is_deterministic_resumes_and_evaluates(
+    sac_launcher, tmp_path, monkeypatch
+):
+    """On 1 and 2 workers the same returns.csv, losses.csv and port values; a run resumed on
+    2 workers from a snapshot taken on 1 gives the port values of the rest of the run (the
+    networks unpickled in a new process, their module imported first); lf-rl eval plays the
+    model's mean action."""
+    snaps = tmp_path / "snaps"
+    one = run_sac(sac_launcher, tmp_path / "w1", "-w", "1", *SAC_ARGS, "--checkpoint-every-tags",
+                  "100", "--checkpoint-dir", str(snaps))  # fmt: skip
+    assert "reached mean return -100000 over the last 20 episodes" in one.stdout
+    run_sac(sac_launcher, tmp_path / "w2", "-w", "2", *SAC_ARGS)
+    (d1,), (d2,) = ((tmp_path / w / "runs" / "PendulumSAC").iterdir() for w in ("w1", "w2"))
+    for name in ("returns.csv", "losses.csv"):
+        assert (d1 / name).read_bytes() == (d2 / name).read_bytes()
+    full = (tmp_path / "w1" / "run.digest").read_text()
+    assert full == (tmp_path / "w2" / "run.digest").read_text()
+    first = sorted(snaps.glob("*.lfsnap"))[0]
+    run_sac(sac_launcher, tmp_path / "resumed", "--resume", str(first), "-w", "2")
+    after = (tmp_path / "resumed" / "run.digest").read_text().splitlines()
+    start = tuple(map(int, after[0].split()[:2]))
+    assert start[0] >= 100_000_000  # the snapshot's tag, not the start
+    assert after == [ln for ln in full.splitlines() if tuple(map(int, ln.split()[:2])) >= start]
+    ckpt = torch.load(d1 / "model.pt", map_location="cpu", weights_only=True)
+    assert ckpt["kind"] == "custom_sac_actor" and ckpt["config"]["critic_network"]
+    status, out, err = lf_rl_in(tmp_path / "w1", monkeypatch, "eval", str(d1), "--episodes", "2")
+    assert status == 0, err
+    assert out.startswith("Pendulum-v1: mean return ") and "over 2 episodes" in out
+    assert json.loads((d1 / "eval.json").read_text())[-1]["lengths"] == [25, 25]
