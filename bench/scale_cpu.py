@@ -4,9 +4,10 @@ On a machine with fewer cores than workers the wall time says little about how t
 would scale, but the CPU time it spends per tag still does: if the per-tag cost of the
 runtime grows with the worker count, the CPU time summed over the supervisor and every
 worker grows with it. Measured on GymSim (CartPole, 16 environments) at W = 1, 2, 4, 8, 16
-whatever the core count (``--oversubscribe`` above it): ``resource.getrusage(RUSAGE_CHILDREN)`` around each run
-(:func:`bench.scale_runs.run_once`), and the start-up (interpreters, imports, environment
-creation) taken out by a run of 1 round at the same W:
+whatever the core count (with ``--oversubscribe`` above it):
+``resource.getrusage(RUSAGE_CHILDREN)`` around each run (:func:`bench.scale_runs.run_once`),
+and the start-up (interpreters, imports, environment creation) taken out by a run of 1 round at
+the same W:
 
     CPU per tag = (CPU of the run of R rounds - CPU of the run of 1 round) / (R - 1)
 

@@ -49,10 +49,11 @@ def default_backend() -> str:
 
 def crowded(workers: int, cores: int, oversubscribe: bool, log: Log) -> int:
     """How many workers run a request for ``workers`` on a host where this process may use
-    ``cores`` cores: at most one per core, unless ``oversubscribe`` asks for all of them. With
-    more workers than cores, some wait for a core at every tag (docs/parallel.md, "More workers
-    than cores"), as with more tasks than CPUs in Ray, whose scheduler queues them instead.
-    Beyond the cores it says once on stderr which it does."""
+    ``cores`` cores: all of them up to the cores; beyond, one per core (as Ray's scheduler runs
+    at most as many tasks at once as there are CPUs and queues the rest), unless
+    ``oversubscribe`` asks for every one (then some wait for a core at every tag:
+    docs/parallel.md, "More workers than cores"). Beyond the cores it says once on stderr
+    which it does."""
     if workers <= cores:
         return workers
     if oversubscribe:

@@ -26,7 +26,7 @@ usage: {prog} [options]
   -w, --workers <n>                       number of workers (0: one per core)
   --backend processes|threads             how workers run when there are several
   --oversubscribe                         a process per worker even with more workers than
-                                          cores (default: they share one process per core)
+                                          cores (default: at most one worker per core)
   --cluster ray[=<address>]               run the workers as actors of a running Ray cluster
                                           (address: host:port; default: the local one)
   --digest <file>                         write a digest of every port value at every tag
