@@ -190,6 +190,15 @@ class _LF:
         return dict(CTX.main_parameters)
 
     @staticmethod
+    def forwarded_parameters() -> dict[str, str]:
+        """The parameters of reactors inside the main one that the command line gives
+        (``--learner.hidden '[128, 128]'``, those a resumed run keeps included), as
+        ``"PATH.NAME"`` -> the LF expression given (text, as written): the same in every
+        reactor and worker of a run (``rl_algos.record`` keeps them in ``config.json``). A new
+        dict at each call; empty when none is given, and before the program is built."""
+        return dict(CTX.forwarded)
+
+    @staticmethod
     def check_deadline(reactor: ReactorBase, invoke_deadline_handler: bool = True) -> bool:
         """``reactor.check_deadline(invoke_deadline_handler)``."""
         return ReactorBase.check_deadline(reactor, invoke_deadline_handler)

@@ -1,5 +1,5 @@
 """``config.json``, the record of a training run in its run directory: every main-reactor
-parameter value, the seed and environment id, the worker count and backend, the command line,
+parameter value, the parameters of reactors inside it given on the command line, the seed and environment id, the worker count and backend, the command line,
 the versions of the packages that shape the result, the Python version and the git revision
 of the program's source when it is in a git repository.
 
@@ -29,10 +29,13 @@ def run_record(
     argv: Sequence[str],
     source_dir: str,
     default_workers: int = 1,
+    forwarded: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record of a run of ``program`` (the main reactor's name) whose main reactor has the
     values ``parameters``; ``argv``: the program's options (``sys.argv[1:]``), from which the
-    worker count and backend are read (``default_workers`` when not given)."""
+    worker count and backend are read (``default_workers`` when not given); ``forwarded``: the
+    parameters of reactors inside the main one given on the command line, ``"PATH.NAME"`` ->
+    the LF expression (``lf.forwarded_parameters()``), kept under ``forwarded``."""
     return {
         "program": program,
         "run_id": run_id,
@@ -42,6 +45,7 @@ def run_record(
         "backend": option_value(argv, ("--backend",)),
         "command_line": list(argv),
         "parameters": {k: _jsonable(v) for k, v in parameters.items()},
+        "forwarded": dict(forwarded or {}),
         "packages": package_versions(),
         "python": platform.python_version(),
         "git_revision": git_revision(source_dir),

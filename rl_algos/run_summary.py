@@ -71,7 +71,8 @@ class Returns:
 @dataclass(frozen=True)
 class RunSummary:
     """One run: its directory ``path``, what config.json records (``program``, ``env_id``,
-    ``seed``, ``run_id``, the main reactor's ``parameters``), its start (seconds since the
+    ``seed``, ``run_id``, the main reactor's ``parameters`` with those of reactors inside it
+    that the command line gave, ``"PATH.NAME"`` -> the LF text), its start (seconds since the
     epoch; None when unknown), ``status`` (see the module docstring), ``episodes``,
     ``env_steps`` (the last logged), ``final_return`` (mean of the last :data:`WINDOW`) and
     ``sps`` (environment steps per second; None before the first second)."""
@@ -206,7 +207,7 @@ def summarize(run_dir: str) -> RunSummary:
         env_steps=max(last_step, int(sps_steps[-1]) if len(sps_steps) else 0),
         final_return=rets.final_mean(),
         sps=float(rates[-1]) if len(rates) else None,
-        parameters=params,
+        parameters={**params, **(record.get("forwarded") or {})},
     )
 
 
@@ -264,11 +265,19 @@ def _written_lately(run_dir: str) -> bool:
 def config_differences(runs: Sequence[RunSummary]) -> list[str]:
     """The parameters whose values are not the same in every run of ``runs`` that records
     them (runs of several programs: a parameter of one program only differs if its runs
-    differ in it), in the order the runs record them; none for one run."""
+    differ in it), in the order the runs record them; none for one run. A parameter of a
+    reactor inside the main one (``learner.hidden``) is recorded only when the command line
+    gave it: a run of the same program without it had the default, which counts as a value."""
     values: dict[str, set[str]] = {}
+    programs: dict[str, set[str]] = {}  # a contained parameter -> the programs that record it
     for r in runs:
         for name, value in r.parameters.items():
             values.setdefault(name, set()).add(json.dumps(value, sort_keys=True))
+            if "." in name:
+                programs.setdefault(name, set()).add(r.program)
+    for name, which in programs.items():
+        if any(r.program in which and name not in r.parameters for r in runs):
+            values[name].add("(default)")
     return [name for name, seen in values.items() if len(seen) > 1]
 
 

@@ -286,6 +286,9 @@ def test_cartpole_ppo_takes_the_learners_network_size_and_device(tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]  # stopped by -o before the target
     model = torch.load(run_dir / "model.pt", weights_only=False)
     assert model["spec"]["hidden"] == (8, 8) and model["config"]["device"] == "cpu"
+    record = json.loads((run_dir / "config.json").read_text())
+    # as LF expressions: a string is quoted
+    assert record["forwarded"] == {"learner.hidden": "[8, 8]", "learner.device": '"cpu"'}
     r = run_program(launcher, "--learner.hidden", "8")
     assert r.returncode == 1
     assert "--learner.hidden 8: not a list; learner.hidden takes a list" in r.stderr

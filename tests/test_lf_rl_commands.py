@@ -177,6 +177,30 @@ def test_runs_lists_each_run_with_the_parameters_that_differ(two_runs):
     assert lf_rl(cwd, "runs", "--program", "Other", "--json").stdout.strip() == "[]"
 
 
+def test_a_contained_parameter_given_to_some_runs_differs_from_the_default(tmp_path):
+    record = {"program": "P", "run_id": "ab" * 16, "parameters": {"seed": 1}}
+    (tmp_path / "config.json").write_text(
+        json.dumps({**record, "forwarded": {"learner.hidden": "[8, 8]"}})
+    )
+    given = run_summary.summarize(str(tmp_path))
+    assert given.parameters == {"seed": 1, "learner.hidden": "[8, 8]"}
+
+    def run(program: str, **parameters) -> run_summary.RunSummary:
+        return run_summary.RunSummary(
+            "", program, "E", 1, "r", None, "ended", 0, 0, None, None, parameters
+        )
+
+    default = run("P", seed=1)
+    assert run_summary.config_differences([given, default]) == ["learner.hidden"]
+    assert run_summary.differing_text(given, ["learner.hidden"]) == "learner.hidden=[8, 8]"
+    other = run("Q", seed=1)  # another program has no such reactor: no difference
+    assert run_summary.config_differences([given, other]) == []
+    assert (
+        run_summary.config_differences([given, run("P", seed=1, **{"learner.hidden": "[8, 8]"})])
+        == []
+    )
+
+
 def test_status_of_a_run_with_snapshots(tmp_path):
     (tmp_path / ".run_id").write_text("1a2b3c4d" + "0" * 24 + "\n")
     (tmp_path / "learning_curve.png").write_bytes(b"")

@@ -74,7 +74,9 @@ class Context:
     (:func:`reactors.parallel.shm_owner.owner_tag`, handed to the workers as the run id is; ""
     outside a launched program), and ``main_parameters``, the main reactor's parameter
     values, name -> value (set by :func:`reactors.model.build.build` when it makes the main
-    reactor, from the same defaults and command line in every worker; empty before)."""
+    reactor, from the same defaults and command line in every worker; empty before), and
+    ``forwarded``, the parameters of instances inside it given on the command line,
+    ``"PATH.NAME"`` -> the LF expression given (set by the build too, in every worker)."""
 
     __slots__ = (
         "sched",
@@ -85,6 +87,7 @@ class Context:
         "run_id",
         "owner",
         "main_parameters",
+        "forwarded",
     )
 
     def __init__(self) -> None:
@@ -96,6 +99,7 @@ class Context:
         self.run_id = new_run_id()
         self.owner = ""
         self.main_parameters: dict[str, Any] = {}
+        self.forwarded: dict[str, str] = {}
 
 
 #: The single context of this process.

@@ -73,6 +73,8 @@ class _Builder:
         self.needed = None if owned is None else model.ancestors([*owned, *mains])
         self.main_arguments = tuple(a for a in model.arguments if not is_contained(a))
         self.forwarded = Forwarded(model.arguments)  # --PATH.NAME VALUE of contained instances
+        # lf.forwarded_parameters(), alike in every worker
+        CTX.forwarded = {a.name: a.text for a in model.arguments if is_contained(a)}
 
     def _owns(self, rid: int) -> bool:
         return self.owned is None or rid in self.owned
