@@ -54,12 +54,10 @@ def check_define_names(
             known.append((name, p))
             continue
         names = [q.name for q in cls.parameters if q.name != "bank_index"]
-        near = close_match(param, names)
         whose = f"the main reactor '{main.name}'" if not path else f"'{path}' ({cls.name})"
         rep.error(
             f"-D {name}={value}: {whose} has no parameter '{param}'"
-            + (f"; did you mean '{near}'?" if near else "")
-            + (f" (its parameters are {', '.join(names)})" if names else ""),
+            + _alternatives(param, names, "parameters"),
             None,
         )
     return known
@@ -73,16 +71,23 @@ def _instance_class(main: ReactorClass, path: str, what: str, rep: Reporter) -> 
         child = cls.child(part)
         if child is None:
             names = [c.node.name for c in cls.children]
-            near = close_match(part, names)
             rep.error(
                 f"{what}: reactor '{cls.name}' has no instance '{part}'"
-                + (f"; did you mean '{near}'?" if near else "")
-                + (f" (its instances are {', '.join(names)})" if names else ""),
+                + _alternatives(part, names, "instances"),
                 None,
             )
             return None
         cls = child.cls
     return cls
+
+
+def _alternatives(name: str, names: list[str], kind: str) -> str:
+    """What an error about the unknown ``name`` adds: the likely meant one of ``names``
+    (:func:`reactors.model.arguments.close_match`) and all of them, called ``kind``."""
+    near = close_match(name, names)
+    return (f"; did you mean '{near}'?" if near else "") + (
+        f" (its {kind} are {', '.join(names)})" if names else ""
+    )
 
 
 def _reaction_names(cls: ReactorClass, x: tree.Reaction, rep: Reporter) -> None:
