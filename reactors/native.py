@@ -37,6 +37,7 @@ MODULES = (
     "core.clock",
     "core.engine",
     "core.event_queue",
+    "core.pending",
     "core.port",
     "core.scheduler",
     "core.timer",

@@ -151,7 +151,7 @@ def test_values_published_on_one_node_are_read_on_the_other(nodes, value):
     channels = NetChannels(near, plan.prefixes[0], 0, plan)
     src, dst = Port("src"), Port("dst")
     writer = channels.writer(0, (1,), src)
-    reader = shm.Reader(far, 0, 1, dst, plan.prefixes[1])
+    reader = shm.Reader(far, 0, 1, dst, plan.prefixes[1], [])
     state = far.channel_base(0)
     for seq in range(3):
         src._v, src._p = value, True
@@ -160,7 +160,7 @@ def test_values_published_on_one_node_are_read_on_the_other(nodes, value):
         assert _until(lambda seq=seq: far.cells[state] == 2 * seq + 1)
         dst._p = False
         reader.receive(seq)
-        got = dst._v
+        got = dst.value
         if isinstance(value, np.ndarray):
             assert got.dtype == value.dtype and got.shape == value.shape
             assert (got == value).all()

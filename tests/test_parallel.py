@@ -109,7 +109,7 @@ def channel():
     ctl.init()
     src, dst = Port("src"), Port("dst")
     w = shm.Writer(ctl, 0, (1,), src, prefix)
-    r = shm.Reader(ctl, 0, 1, dst, prefix)
+    r = shm.Reader(ctl, 0, 1, dst, prefix, [])
     yield src, dst, w, r
     r.maps.clear()
     assert shm.unlink_prefix(prefix) >= 0
@@ -122,7 +122,7 @@ def _send(src, dst, w, r, seq, value):
     w.publish(seq)
     r.receive(seq)
     assert dst._p
-    return dst._v
+    return dst.value
 
 
 def test_arrays_travel_zero_copy_read_only_and_slots_are_reused(channel):

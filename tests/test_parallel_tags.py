@@ -122,14 +122,14 @@ def test_channel_values_take_the_codec_and_others_still_cross(tmp_path):
     ctl = Control(bytearray(Control.size(2, 1)), 2, 1)
     ctl.init()
     src, dst = Port("src"), Port("dst")
-    w, r = shm.Writer(ctl, 0, (1,), src, prefix), shm.Reader(ctl, 0, 1, dst, prefix)
+    w, r = shm.Writer(ctl, 0, (1,), src, prefix), shm.Reader(ctl, 0, 1, dst, prefix, [])
     try:
         sent = [np.ones(4, np.float32), (1.0, False), 7, (1, "a"), np.ones(3), 2.5, {"a": 1.0}]
         for seq, v in enumerate(sent):
             src._v, src._p, dst._p = v, True, False
             w.publish(seq)
             r.receive(seq)
-            got = dst._v
+            got = dst.value
             assert type(got) is type(v)
             assert np.array_equal(got, v) if isinstance(v, np.ndarray) else got == v
         assert ctl.cells[ctl.channel_base(0) + C_PACK] >= 3  # headers rewritten after others
@@ -181,6 +181,27 @@ def test_an_env_bank_on_two_workers_sends_one_batch_per_direction(envbank):
     assert len(plan.crossings) > 2
     assert len(plan.batches) == 2  # the step out, the observations and results back
     assert sorted(len(b.members) for b in plan.batches) == [1, len(plan.crossings) - 1]
+
+
+def _checksum(launcher, *args):
+    r = run_program(launcher, *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.split("RESULT ", 1)[1])["checksum"]
+
+
+def test_a_hub_that_gathers_folds_the_rows_to_the_loops_checksum_on_any_workers(envbank):
+    """EnvBank's hub with ``batched``: each multiport as one array, its rows from other
+    workers copied at once out of shared memory (reactors.parallel.codec.Arrived), and the
+    loop's checksum to the bit, on 1, 2 and 4 workers and on the threads backend."""
+    launcher, _ = envbank
+    want = _checksum(launcher, "-w", "1")
+    runs = [
+        ("-w", "1", "--batched", "True"),
+        ("-w", "2", "--batched", "True"),
+        ("-w", "4", "--oversubscribe", "--batched", "True"),
+        ("-w", "2", "--backend", "threads", "--batched", "True"),
+    ]
+    assert [_checksum(launcher, *args) for args in runs] == [want] * len(runs)
 
 
 @pytest.fixture(scope="module")

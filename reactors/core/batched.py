@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     import numpy as np
 
+from .pending import Pending, loaded
+
 _SCALARS: Final = (float, int, bool)
 _SCALAR_SET: Final = frozenset(_SCALARS)
 
@@ -65,6 +67,38 @@ def gather(name: str, values: Sequence[Any], present: Sequence[bool], fill: Any)
     out = np.empty((len(values), *stacked.shape[1:]), stacked.dtype)
     out[...] = fill
     out[rows] = stacked
+    return out
+
+
+def gather_pending(name: str, values: list[Any]) -> np.ndarray | None:
+    """:func:`gather` of ``values`` (channels' ``_v``, all present, some
+    :class:`reactors.core.pending.Pending`) without decoding those: their rows in one copy
+    (:meth:`~reactors.core.pending.Pending.rows`), the others stacked as :func:`gather` stacks
+    them. None when there is no such value, or when they or the others do not make rows of
+    one shape and dtype (the caller then decodes them and calls :func:`gather`, which says
+    what is wrong)."""
+    import numpy as np
+
+    for v in values:
+        if isinstance(v, Pending):
+            got = v.rows(values)
+            break
+    else:
+        return None
+    if got is None:
+        return None
+    rows, there, here = got
+    if not here:
+        return rows
+    try:
+        mine = _stack(name, [values[i] for i in here], here)
+    except ValueError:
+        return None
+    if mine.dtype != rows.dtype or mine.shape[1:] != rows.shape[1:]:
+        return None
+    out = np.empty((len(values), *rows.shape[1:]), rows.dtype)
+    out[there] = rows
+    out[here] = mine
     return out
 
 
@@ -196,7 +230,10 @@ class BankPorts(list[Any]):
                 f"{name}.gather(): the members' ports differ in width {sorted(widths)}"
             )
         flat = [c for p in self for c in (p if _is_multiport(p) else (p,))]
-        out = gather(name, [c.value for c in flat], [c.is_present for c in flat], fill)
+        values, present = [c._v for c in flat], [c._p for c in flat]
+        out = gather_pending(name, values) if all(present) else None
+        if out is None:
+            out = gather(name, loaded(flat, values), present, fill)
         if not self or not _is_multiport(self[0]):
             return out
         return out.reshape(len(self), self[0].width, *out.shape[1:])

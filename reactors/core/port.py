@@ -16,6 +16,7 @@ from typing import Any, Final, NoReturn
 
 from . import batched
 from .event_queue import heappush
+from .pending import Pending, current, loaded
 
 PLAIN_WIDTH: Final = -2  # ``width`` of a port that is not a multiport (spec §2.3)
 
@@ -54,7 +55,10 @@ class Port:
     @property
     def value(self) -> Any:
         """The latest value set (None if never set)."""
-        return self._v
+        v = self._v
+        if isinstance(v, Pending):
+            v = self._v = v.load(True)
+        return v
 
     @property
     def is_present(self) -> bool:
@@ -93,7 +97,7 @@ class Port:
                 heappush(rq, rank)
 
     def __repr__(self) -> str:
-        return f"<port {self._name} value={self._v!r} present={self._p}>"
+        return f"<port {self._name} value={current(self)!r} present={self._p}>"
 
 
 class FanIn:
@@ -170,7 +174,11 @@ class Multiport:
         numbers, booleans or strings.
         """
         values, present = self._values_and_presence()
-        return batched.gather(self._name, values, present, fill)
+        if all(present):
+            rows = batched.gather_pending(self._name, values)
+            if rows is not None:
+                return rows
+        return batched.gather(self._name, loaded(self._channels, values), present, fill)
 
     def present_mask(self) -> Any:
         """The channels' presence at the current tag: a new numpy bool array ``(width,)``."""
@@ -190,7 +198,7 @@ class Multiport:
         batched.scatter(self._name, self._channels, values)
 
     def _values_and_presence(self) -> tuple[list[Any], list[bool]]:
-        """The channels' values and presences, in channel order."""
+        """The channels' values (some :class:`Pending`) and presences, in channel order."""
         chans = self._channels
         return [c._v for c in chans], [c._p for c in chans]
 
@@ -217,7 +225,7 @@ class MutableInput:
     def value(self) -> Any:
         """The private deep copy of the input's value."""
         if not self._copied:
-            self._copy = copy.deepcopy(self._src._v)
+            self._copy = copy.deepcopy(self._src.value)
             self._copied = True
         return self._copy
 

@@ -59,7 +59,7 @@ def forward(src: Sequence[Port], dst: Sequence[Port]) -> Callable[..., None]:
     def _lf_forward(*_args: object) -> None:
         for s, d in pairs:
             if s._p:
-                d.set(s._v)
+                d.set(s.value)
 
     return _lf_forward
 

@@ -35,7 +35,11 @@ import struct
 import sys
 from typing import Any, Final
 
+from ..core.pending import Pending
+
 _SCALAR: dict[type, str] = {float: "d", bool: "?", int: "q"}
+_TYPE: dict[str, type] = {code: t for t, code in _SCALAR.items()}
+_NUMPY: dict[type, str] = {float: "=f8", bool: "?", int: "=i8"}  # an item's numpy dtype
 _ARRAY: Final = 0x61  # b"a": the tags of packed values
 _SCALAR_NP: Final = 0x73  # b"s"
 _TUPLE: Final = 0x74  # b"t"
@@ -172,67 +176,45 @@ class Packer:
         return True
 
 
-class Unpacker:
-    """The reading side of one channel's inline area (the same arguments as :class:`Packer`)."""
+class Layout:
+    """What one header of a channel's inline area says (a new header, a new layout): ``head``
+    its bytes, ``form`` the value's form (``_ARRAY``...), ``data`` the first byte of the data in
+    the control block, ``size`` their length in bytes; an array's or numpy scalar's ``dtype``
+    and ``shape``; a tuple's, list's or dict's struct ``st``, a dict's ``keys`` and the items'
+    Python ``types``. ``defer``: the channel's values are left in shared memory on arrival
+    (:class:`Arrived`, to be gathered): arrays and tuples of one item or more, until a
+    reaction reads one by itself (``Port.value``), which makes them decoded on arrival from
+    then on. :meth:`rows` and :meth:`index` keep what they computed for their next calls."""
 
     __slots__ = (
-        "raw",
-        "start",
-        "cells",
-        "meta_cell",
-        "gen",
+        "head",
         "form",
+        "data",
+        "size",
+        "dtype",
+        "shape",
+        "flat",
         "st",
         "keys",
-        "dtype",
-        "count",
-        "shape",
-        "data",
-        "nbytes",
-        "flat",
+        "types",
+        "defer",
+        "cast",
+        "at",
+        "where",
+        "idx",
+        "channels",
     )
 
-    def __init__(self, raw: memoryview, start: int, cells: memoryview, meta_cell: int):
-        self.raw, self.start = raw, start
-        self.cells, self.meta_cell = cells, meta_cell
-        self.gen = -1
-        self.form = 0
-        self.st: struct.Struct | None = None
-        self.keys: tuple[str, ...] = ()
-        self.dtype: Any = None
-        self.count = self.data = self.nbytes = 0
-        self.shape: tuple[int, ...] = ()
-        self.flat = True
-
-    def unpack(self) -> Any:
-        """The value the writer packed for the current tag (a new object)."""
-        if self.cells[self.meta_cell] != self.gen:
-            self._read_header()
-        form = self.form
-        if form == _ARRAY:
-            # a copy into an immutable bytes object, so the array is read-only, as an array
-            # received zero-copy is (an input declared `mutable` gets a writable copy)
-            p = self.data
-            a = sys.modules["numpy"].frombuffer(self.raw[p : p + self.nbytes].tobytes(), self.dtype)
-            return a if self.flat else a.reshape(self.shape)
-        if form == _SCALAR_NP:
-            return sys.modules["numpy"].frombuffer(self.raw, self.dtype, 1, self.data)[0]
-        st = self.st
-        assert st is not None  # set with the header
-        items = st.unpack_from(self.raw, self.data)
-        if form == _TUPLE:
-            return items
-        if form == _LIST:
-            return list(items)
-        return dict(zip(self.keys, items))
-
-    def _read_header(self) -> None:
-        s = self.start
-        n = int.from_bytes(self.raw[s : s + 2], "little")
-        head = bytes(self.raw[s + 2 : s + 2 + n])
-        self.data = s + -(-(2 + n) // 8) * 8
+    def __init__(self, head: bytes, data: int):
+        self.head, self.data = head, data
         self.form = head[0]
         text = head[1:].decode()
+        self.dtype: Any = None
+        self.shape: tuple[int, ...] = ()
+        self.flat = True
+        self.st: struct.Struct | None = None
+        self.keys: tuple[str, ...] = ()
+        self.types: tuple[type, ...] = ()
         if self.form in (_ARRAY, _SCALAR_NP):
             import numpy as np
 
@@ -242,10 +224,174 @@ class Unpacker:
             count = 1
             for dim in self.shape:
                 count *= dim
-            self.count, self.nbytes = count, count * self.dtype.itemsize
+            self.size = count * self.dtype.itemsize
             self.flat = len(self.shape) == 1
         else:
             fmt, _, keys = text.partition("\0")
             self.st = struct.Struct("=" + fmt)
+            self.size = self.st.size
             self.keys = tuple(keys.split("\0")) if keys else ()
-        self.gen = self.cells[self.meta_cell]
+            self.types = tuple(_TYPE[c] for c in fmt)
+        self.defer = self.form == _ARRAY or (self.form == _TUPLE and len(self.types) > 0)
+        self.cast: tuple[Any, Any, Any] | None = None  # a tuple's: _item_casts, once needed
+        # what index() computed for the last gather
+        self.at: list[int] = []
+        self.where: list[int] = []
+        self.idx: Any = None
+        self.channels: tuple[Any, list[int]] = (None, [])
+
+    def decode(self, raw: memoryview, p: int) -> Any:
+        """The value whose data start at byte ``p`` of ``raw`` (a new object)."""
+        form = self.form
+        if form == _ARRAY:
+            # a copy into an immutable bytes object, so the array is read-only, as an array
+            # received zero-copy is (an input declared `mutable` gets a writable copy)
+            a = sys.modules["numpy"].frombuffer(raw[p : p + self.size].tobytes(), self.dtype)
+            return a if self.flat else a.reshape(self.shape)
+        if form == _SCALAR_NP:
+            return sys.modules["numpy"].frombuffer(raw, self.dtype, 1, p)[0]
+        st = self.st
+        assert st is not None  # set for every form of items
+        items = st.unpack_from(raw, p)
+        if form == _TUPLE:
+            return items
+        if form == _LIST:
+            return list(items)
+        return dict(zip(self.keys, items))
+
+    def rows(self, block: Any) -> Any:
+        """The rows of :func:`reactors.core.batched.gather` from ``block``, a new uint8 array
+        ``(k, size)`` of ``k`` values' data: ``(k, *shape)`` of ``dtype`` for arrays (a view of
+        ``block``); ``(k, items)`` of the items' result type (``np.result_type`` of their
+        Python types) for tuples, booleans as 0 and 1, each item cast as numpy casts."""
+        if self.form == _ARRAY:
+            return block.view(self.dtype).reshape((len(block), *self.shape))
+        if self.cast is None:
+            self.cast = _item_casts(self.types)
+        packed, wide, kind = self.cast
+        return block.view(packed).astype(wide).view(kind)
+
+    def index(self, at: list[int], where: list[int], n: int) -> tuple[Any, Any, list[int]]:
+        """For a gather of ``n`` channels of which those numbered ``where`` have their data at
+        ``at`` (their first bytes): the byte indices ``(k, size)`` of that data, the channel
+        numbers ``where`` as an array and the others' as a list; kept for the next call with
+        the same ``at`` and ``where``."""
+        if at != self.at or where != self.where:
+            np = sys.modules["numpy"]
+            self.at, self.where = at, where
+            self.idx = np.add.outer(np.array(at, np.intp), np.arange(self.size))
+            others = sorted(set(range(n)) - set(where))
+            self.channels = (np.array(where, np.intp), others)
+        return self.idx, self.channels[0], self.channels[1]
+
+
+def _item_casts(types: tuple[type, ...]) -> tuple[Any, Any, Any]:
+    """For tuples of items of ``types`` (packed as the codec packs them): their record dtype,
+    the record dtype whose fields all have the items' result type, and that type."""
+    np = sys.modules["numpy"]
+    kind = np.result_type(*types)
+    names = [f"f{j}" for j in range(len(types))]
+    formats = [np.dtype(_NUMPY[t]) for t in types]
+    offsets = [sum(f.itemsize for f in formats[:j]) for j in range(len(types))]
+    packed = np.dtype({"names": names, "formats": formats, "offsets": offsets})
+    wide = np.dtype({"names": names, "formats": [kind] * len(types)})
+    return packed, wide, kind
+
+
+class Arrived(Pending):
+    """A value left in its writer's row of shared memory on arrival (``layout`` says what it
+    is; its data start at byte ``at`` of ``buf``), decoded when first read
+    (:class:`reactors.core.pending.Pending`). ``shared``: ``buf`` is the control block, which
+    the writer overwrites at a later tag, so the worker calls :func:`settle` at the end of every
+    tag; a gather moves the rows it took into a private copy at once."""
+
+    __slots__ = ("layout", "buf", "at", "shared")
+
+    def __init__(self, layout: Layout, buf: memoryview, at: int):
+        self.layout, self.buf, self.at = layout, buf, at
+        self.shared = True
+
+    def load(self, read: bool) -> Any:
+        self.shared = False  # the port keeps the value from now on: nothing to move
+        if read:  # a reaction reads this channel by itself: decode its next values on arrival
+            self.layout.defer = False
+        return self.layout.decode(self.buf, self.at)
+
+    def detach(self) -> None:
+        """Copy the data out of the control block (before the writer overwrites it)."""
+        if self.shared:
+            at = self.at
+            self.buf = memoryview(self.buf[at : at + self.layout.size].tobytes())
+            self.at = 0
+            self.shared = False
+
+    def rows(self, values: list[Any]) -> tuple[Any, Any, list[int]] | None:
+        lay = self.layout
+        buf, head = self.buf, lay.head
+        at: list[int] = []
+        where: list[int] = []
+        for i, v in enumerate(values):
+            if isinstance(v, Arrived):
+                if v.buf is not buf or (v.layout is not lay and v.layout.head != head):
+                    return None
+                at.append(v.at)
+                where.append(i)
+            elif isinstance(v, Pending):
+                return None
+        idx, there, here = lay.index(at, where, len(values))
+        block = sys.modules["numpy"].frombuffer(buf, "B")[idx]
+        keep = memoryview(block.tobytes())
+        size = lay.size
+        for j, i in enumerate(where):
+            a: Arrived = values[i]
+            a.buf, a.at, a.shared = keep, j * size, False
+        return lay.rows(block), there, here
+
+
+def settle(arrived: list[Arrived]) -> None:
+    """Copy out of the control block every value of ``arrived`` (those received at this tag)
+    still there, and forget them: a worker's last step of a tag, before it says it is done
+    (no writer overwrites a channel's data before every reader is done with the tag)."""
+    for a in arrived:
+        if a.shared:
+            a.detach()
+    arrived.clear()
+
+
+class Unpacker:
+    """The reading side of one channel's inline area (the same arguments as :class:`Packer`)."""
+
+    __slots__ = ("raw", "start", "cells", "meta_cell", "gen", "layout")
+
+    def __init__(self, raw: memoryview, start: int, cells: memoryview, meta_cell: int):
+        self.raw, self.start = raw, start
+        self.cells, self.meta_cell = cells, meta_cell
+        self.gen = -1
+        self.layout: Layout | None = None
+
+    def unpack(self) -> Any:
+        """The value the writer packed for the current tag (a new object)."""
+        lay = self._layout()
+        return lay.decode(self.raw, lay.data)
+
+    def arrive(self, arrived: list[Arrived]) -> Any:
+        """The value the writer packed for the current tag: an :class:`Arrived` left in the
+        area (appended to ``arrived``, for :func:`settle`) for an array or a tuple, else the
+        value itself (a new object)."""
+        lay = self._layout()
+        if lay.defer:
+            a = Arrived(lay, self.raw, lay.data)
+            arrived.append(a)
+            return a
+        return lay.decode(self.raw, lay.data)
+
+    def _layout(self) -> Layout:
+        """The layout of the current header (parsed once per generation)."""
+        lay = self.layout
+        gen = self.cells[self.meta_cell]
+        if lay is None or gen != self.gen:
+            s = self.start
+            n = int.from_bytes(self.raw[s : s + 2], "little")
+            lay = self.layout = Layout(bytes(self.raw[s + 2 : s + 2 + n]), s + -(-(2 + n) // 8) * 8)
+            self.gen = gen
+        return lay

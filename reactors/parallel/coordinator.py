@@ -108,7 +108,7 @@ def write_output(ctl: Control, outputs: Outputs, seq: int, stream: TextIO) -> No
         if cells[reader.state_cell] == 2 * seq + 1:  # that worker sent text of tag seq
             port._p = False
             reader.receive(seq)
-            chunks += port._v
+            chunks += port.value
     if chunks:
         chunks.sort(key=_rank)
         stream.write("".join(text for _, text in chunks))

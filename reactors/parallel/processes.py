@@ -39,6 +39,7 @@ from ..core.log import Log
 from ..core.process_end import quick_exit
 from ..model.program import Program
 from ..model.target import DEFAULTS
+from .codec import Arrived
 from .plan import Plan
 from .shm import Reader, Segment, Writer, unlink_prefix
 from .shm_owner import process_stat, run_prefix
@@ -109,6 +110,7 @@ class ShmChannels:
     def __init__(self, ctl: Control, prefix: str, me: int):
         self.ctl, self.prefix, self.me = ctl, prefix, me
         self.writers: list[Any] = []  # Writers, or what wraps one (reactors.cluster.net.NetWriter)
+        self.arrived: list[Arrived] = []  # the values its readers left in the block this tag
 
     def writer(self, index: int, readers: tuple[int, ...], port: Any) -> Writer:
         w = Writer(self.ctl, index, readers, port, self.prefix)
@@ -116,7 +118,7 @@ class ShmChannels:
         return w
 
     def reader(self, index: int, port: Any) -> Reader:
-        return Reader(self.ctl, index, self.me, port, self.prefix)
+        return Reader(self.ctl, index, self.me, port, self.prefix, self.arrived)
 
     def started(self, me: int, sched: Any) -> None:
         CTX.sched = sched

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mypy_extensions import mypyc_attr
 
 from ..core.port import Port
-from .codec import Packer, Unpacker
+from .codec import Arrived, Packer, Unpacker
 from .shm_owner import SHM_DIR
 from .sync import (
     C_GEN,
@@ -349,7 +349,9 @@ class Reader:
     """The reading side of one crossing, in reader worker ``me``: :meth:`receive` fills the
     local root :class:`reactors.core.port.Port` for the current tag."""
 
-    def __init__(self, ctl: Control, index: int, me: int, port: Port, prefix: str):
+    def __init__(
+        self, ctl: Control, index: int, me: int, port: Port, prefix: str, arrived: list[Arrived]
+    ):
         self.cells, self.floats, self.raw = ctl.cells, ctl.floats, ctl.raw
         self.base = base = ctl.channel_base(index)
         self.inline = ctl.inline_base(index)
@@ -361,6 +363,7 @@ class Reader:
         self.held: dict[int, numpy.ndarray] = {}  # slot -> the array handed out from it
         self.copying = False
         self.unpacker = Unpacker(ctl.raw, 8 * self.inline, self.cells, base + C_PACK)
+        self.arrived = arrived  # this worker's values left in the control block at this tag
 
     def receive(self, seq: int) -> None:
         """Read the record of tag ``seq`` (already published); if present, set the port's
@@ -374,7 +377,7 @@ class Reader:
         value: Any
         if kind >= K_INT:
             if kind == K_PACKED:
-                value = self.unpacker.unpack()
+                value = self.unpacker.arrive(self.arrived)
             elif kind == K_INT:
                 value = c[self.inline]
             elif kind == K_FLOAT:

@@ -121,6 +121,7 @@ class _Channels:
 
     def __init__(self, ctl: Control, slots: list, per_thread: _PerThread, stdout: _Stdout):
         self.ctl, self.slots, self.per_thread, self.stdout = ctl, slots, per_thread, stdout
+        self.arrived: list[Any] = []  # values cross by reference: none is left anywhere
 
     def writer(self, index: int, _readers: tuple[int, ...], port: Any) -> _Writer:
         return _Writer(self.ctl.cells, self.ctl.channel_base(index), port, self.slots[index])

@@ -61,7 +61,11 @@ class ChannelReader(Protocol):
 class Channels(Protocol):
     """One worker's ends of the run's channels (numbered as in
     :class:`reactors.parallel.plan.Plan`). ``port`` is the local root port (or a worker's
-    :func:`reactors.parallel.worker_stdout.stdout_port`)."""
+    :func:`reactors.parallel.worker_stdout.stdout_port`). ``arrived``: the values its readers
+    left in shared memory at the current tag (:class:`reactors.parallel.codec.Arrived`), which
+    the worker settles (:func:`reactors.parallel.codec.settle`) before it completes the tag."""
+
+    arrived: list[Any]
 
     def writer(self, index: int, readers: tuple[int, ...], port: Any) -> ChannelWriter:
         """The writer of channel ``index``, read by workers ``readers``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..core.port import Port
+from .codec import Arrived
 from .sync import BATCH_SEQ, SLEEP, Bell, Control, Idle, ring_if_waiting
 from .transport import ChannelReader, ChannelWriter
 from .worker_stdout import Captured
@@ -27,7 +28,9 @@ class Link:
     (:attr:`reactors.parallel.topology.Batch.edge`); ``steady_in`` and ``steady_out`` leave them
     out. ``skippers``: the workers but 0 that read no crossing but at the start and stop tags, so
     may skip the tags where they have nothing to run (a free-running run:
-    :mod:`reactors.parallel.skipped_tags`)."""
+    :mod:`reactors.parallel.skipped_tags`). ``arrived``: the list where its readers leave the
+    values they left in shared memory at the current tag (:func:`reactors.parallel.codec.settle`
+    copies them out at its end)."""
 
     def __init__(
         self,
@@ -42,8 +45,10 @@ class Link:
         free: bool = False,
         edge: Iterable[int] = (),
         skippers: Iterable[int] = (),
+        arrived: list[Arrived] | None = None,
     ):
         self.ctl, self.me, self.bells = ctl, me, bells
+        self.arrived: list[Arrived] = [] if arrived is None else arrived
         self.free = free
         self.spin_ns, self.idle = spin_ns, idle
         self.incoming = sorted(incoming, key=lambda x: x[0])

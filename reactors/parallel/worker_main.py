@@ -254,6 +254,7 @@ def _link(plan: Plan, me: int, end: Endpoint, program: Any, captured: Captured, 
         free,
         edge,
         skippers,
+        channels.arrived,
     )
 
 

@@ -49,6 +49,7 @@ from ..core.event_queue import heappop
 from ..core.log import Log
 from ..core.scheduler import Scheduler
 from .agreement import Flat, Tree, use_tree
+from .codec import settle
 from .skipped_tags import Skips
 from .sync import (
     ABORT,
@@ -356,6 +357,8 @@ class WorkerScheduler(Scheduler):
             else:
                 self.link.ctl.write_report(self.me, nt, nm, engine.stop_time, engine.stop_micro)
         self.send_output()
+        if self.link.arrived:  # before DONE: no writer overwrites them before every DONE
+            settle(self.link.arrived)
         self.link.ctl.set_done(self.me, self.seq, self.link.free and not final)
         if self.agreement is not None:
             self.agreement.done()

@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.pending import current
 from ..core.port import CHANNELS
 from .trace import encode
 
@@ -52,7 +53,7 @@ def sums_of(present: Iterable[Any], watch: frozenset[str] | None) -> tuple[list[
         ports = [p for p in present if p.__class__ in CHANNELS]
     else:
         ports = [p for p in present if p.__class__ in CHANNELS and p._name in watch]
-    values: list[Any] = [p._v for p in ports]
+    values: list[Any] = [current(p) for p in ports]
     crc32, plain = zlib.crc32, _MARSHALLED
     dumps: Callable[[Any], bytes] = marshal.dumps
     np = sys.modules.get("numpy")

@@ -51,6 +51,7 @@ from ..core.action import Action, PhysicalAction
 from ..core.clock import Clock
 from ..core.context import CTX
 from ..core.engine import TagPair, Timing
+from ..core.pending import current
 from ..core.port import CHANNELS, Port
 from ..core.reaction import Reaction
 from ..model.arguments import to_pairs
@@ -403,7 +404,7 @@ class Replayer(Tape):
         for name in sorted(set(now) | {n for n in recorded if watch is None or n in watch}):
             if name not in now:
                 self._departs(t, m, name, "absent now, present in the recorded run")
-            value = shorten(ports[name]._v)
+            value = shorten(current(ports[name]))
             if name not in recorded:
                 self._departs(t, m, name, f"present now ({value}), absent in the recorded run")
             if now[name] != recorded[name]:

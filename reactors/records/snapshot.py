@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.action import Action
 from ..core.mode import ModalState, Mode, _Entry
+from ..core.pending import current
 from ..core.timer import Timer
 
 if TYPE_CHECKING:
@@ -164,10 +165,11 @@ def capture(
 def _port_values(ports: Iterable[Port], sched: Scheduler, warn: set[str]) -> dict[str, bytes]:
     out = {}
     for p in ports:
-        if p._v is None:
+        v = current(p)
+        if v is None:
             continue
         try:
-            out[p._name] = pickle.dumps(p._v, protocol=_PROTOCOL)
+            out[p._name] = pickle.dumps(v, protocol=_PROTOCOL)
         except Exception as e:
             if p._name not in warn:
                 warn.add(p._name)

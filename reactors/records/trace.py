@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from ..core.engine import TagPair
 from ..core.errors import RecordError, cannot_write
+from ..core.pending import current
 from ..core.port import CHANNELS, Port
 from ..core.reaction import Entry
 from ..core.scheduler import Scheduler
@@ -98,7 +99,7 @@ class Digest:
         watch = self.watch
         for obj in present:
             if obj.__class__ in CHANNELS and (watch is None or id(obj) in watch):
-                h = hashlib.sha256(encode(obj._v)).hexdigest()
+                h = hashlib.sha256(encode(current(obj))).hexdigest()
                 self.lines.append((t, m, obj._name, h))
 
     def write(self, path: str, name: str) -> None:
