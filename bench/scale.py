@@ -9,6 +9,8 @@ the median. Its peers take their turn after each repetition. Workloads:
   plain" (cores x the plain loop: the machine's limit), gymnasium's AsyncVectorEnv;
 - ``EnvBank``, 16 environments of ``iters`` = 8 (~19 µs a step on the reference machine) and
   80 (~150 µs) numpy steps (µs per round); peers: the plain loop and its ideal share per core;
+  then 64 environments of ``iters`` = 8, its hub reading the channels in a loop and then
+  taking each multiport as one array (``gather``: the rows from other workers in one copy);
 - ``TinyBank``, 16 cells, 5,000 rounds: the whole process's wall time (s);
 - ``AtariSim`` Pong, 16 environments (env steps/s); peers: ale-py's AtariVectorEnv,
   AsyncVectorEnv, EnvPool where it imports;
@@ -193,30 +195,33 @@ def gym(n: int, rounds: int, peer_rounds: int) -> Workload:
     )
 
 
-def bank(iters: int, rounds: int) -> Workload:
-    """EnvBank, 16 environments of ``iters`` numpy steps."""
+def bank(iters: int, rounds: int, n: int = 16, batched: bool = False) -> Workload:
+    """EnvBank, ``n`` environments of ``iters`` numpy steps; ``batched``: its hub takes each
+    multiport as one array (``gather``) instead of a loop over the channels."""
     last: dict[str, float] = {}
 
     def plain() -> float:
-        last["plain"] = envbank_plain(16, iters, rounds, SEED)[0]
+        last["plain"] = envbank_plain(n, iters, rounds, SEED)[0]
         return last["plain"]
 
     ideal = f"ideal (the plain loop / {cores()} cores)"
+    hub = ", the hub gathers" if batched else ""
     return Workload(
-        f"bank{iters}",
+        f"bank{iters}" + (f"x{n}" if n != 16 else "") + ("g" if batched else ""),
         "EnvBank",
-        {"n": 16, "iters": iters, "seed": SEED},
-        ["--rounds", str(rounds)],
+        {"n": n, "iters": iters, "seed": SEED},
+        ["--rounds", str(rounds)] + (["--batched", "True"] if batched else []),
         Series(
-            f"EnvBank 16 envs, iters={iters} (~{iters * numpy_step_us() + 2:.0f} µs a step here)",
+            f"EnvBank {n} envs, iters={iters} (~{iters * numpy_step_us() + 2:.0f} µs a step "
+            f"here){hub}",
             "µs/round",
             lambda r: r.result["us_per_round"],
             higher_better=False,
         ),
         lambda: {
-            "envs": 16,
+            "envs": n,
             "rounds": rounds,
-            "checksum": envbank_plain(16, iters, rounds, SEED)[1],
+            "checksum": envbank_plain(n, iters, rounds, SEED)[1],
         },
         {"plain Python loop (1 process)": plain, ideal: lambda: last["plain"] / cores()},
     )
@@ -269,6 +274,8 @@ def workloads(s: Sizes) -> list[Workload]:
         gym(64, s.gym64, s.peer_rounds),
         bank(8, s.bank8),
         bank(80, s.bank80),
+        bank(8, s.bank8 // 4, 64),
+        bank(8, s.bank8 // 4, 64, batched=True),
         tiny(s.tiny),
         atari(s.atari, s.peer_rounds),
     ]

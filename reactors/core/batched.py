@@ -19,6 +19,10 @@ to ``values[i]``. The rules (docs/lf-differences.md, "Batched multiports"):
   get a copy made at the end of the writer's reaction, so a writer must not modify ``values``
   after scattering it, exactly as it must not modify an object after ``set``.
 
+Across workers, channels may hold :class:`reactors.core.pending.Pending` values (arrays and
+tuples still in their writers' rows of shared memory): :func:`gather_pending` takes their rows
+in one copy and stacks the others beside them, with the result of :func:`gather` bit for bit.
+
 numpy is imported on the first call (a program that never gathers does not import it).
 """
 
@@ -35,6 +39,8 @@ from .pending import Pending, loaded
 
 _SCALARS: Final = (float, int, bool)
 _SCALAR_SET: Final = frozenset(_SCALARS)
+#: ``np.result_type`` of the items' types of tuples gathered so far (it costs ~1 µs a call)
+_RESULT_TYPES: dict[tuple[type, ...], Any] = {}
 
 
 def gather(name: str, values: Sequence[Any], present: Sequence[bool], fill: Any) -> np.ndarray:
@@ -88,10 +94,11 @@ def gather_pending(name: str, values: list[Any]) -> np.ndarray | None:
     if got is None:
         return None
     rows, there, here = got
-    if not here:
+    if not len(here):
         return rows
     try:
-        mine = _stack(name, [values[i] for i in here], here)
+        local = here.tolist()
+        mine = _stack(name, [values[i] for i in local], local)
     except ValueError:
         return None
     if mine.dtype != rows.dtype or mine.shape[1:] != rows.shape[1:]:
@@ -158,7 +165,13 @@ def _scalar_tuples_dtype(values: Sequence[Any]) -> Any:
         if len(types) != 1 or not types <= _SCALAR_SET:
             return None
         kinds.append(types.pop())
-    return np.result_type(*kinds) if kinds else None
+    if not kinds:
+        return None
+    key = tuple(kinds)
+    dtype = _RESULT_TYPES.get(key)
+    if dtype is None:
+        dtype = _RESULT_TYPES[key] = np.result_type(*kinds)
+    return dtype
 
 
 def _checked(name: str, rows: list[np.ndarray], channels: Sequence[int]) -> np.ndarray:

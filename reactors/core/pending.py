@@ -31,13 +31,13 @@ class Pending:
         channel's later values on arrival."""
         raise NotImplementedError
 
-    def rows(self, values: list[Any]) -> tuple[Any, Any, list[int]] | None:
+    def rows(self, values: list[Any]) -> tuple[Any, Any, Any] | None:
         """The rows that a gather takes from the :class:`Pending` values among ``values``
         (the channels' ``_v`` in channel order, all present, this one among them), without
         decoding any: ``(rows, there, here)``, the rows ``(k, ...)`` as
-        :func:`reactors.core.batched.gather` stacks them, their channel numbers (an int
-        array of ``k``) and the other channels' numbers (a list); or None where the values
-        must be decoded one by one first."""
+        :func:`reactors.core.batched.gather` stacks them, their channel numbers and the other
+        channels' numbers (int arrays); or None where the values must be decoded one by one
+        first."""
         return None
 
 

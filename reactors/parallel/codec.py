@@ -23,6 +23,15 @@ the types of the original and reactions compute the same results on any number o
 - a tuple or list of ``float``, ``bool`` and ``int`` (int64), and a dict of such values whose
   keys are non-empty ``str`` without NUL: decoded with the same types, the dict in the same key order.
 
+A reader leaves a received array or tuple of scalars in the area (:class:`Arrived`, a
+:class:`reactors.core.pending.Pending`) until a reaction reads it: a gather of a bank's
+multiport then copies the data of all its channels in one numpy operation (the areas' data
+sit at known offsets of the one shared control block) and decodes none; whatever nothing read
+is copied out by :func:`settle` before the worker completes the tag, since the writers
+overwrite their areas at the next tag. A channel that a reaction reads by itself
+(``Port.value``) is decoded on arrival from then on (:attr:`Layout.defer`), so a loop over the
+channels pays nothing for this.
+
 Header layout: byte 0 the form (``a`` array, ``s`` numpy scalar, ``t``, ``l``, ``d``), then the dtype and shape
 (``"<f4;4"``) or the struct format; for a dict a NUL, then the keys separated by NULs. Data
 start at the next multiple of 8 after the header. Struct items use native byte order: every
@@ -238,7 +247,7 @@ class Layout:
         self.at: list[int] = []
         self.where: list[int] = []
         self.idx: Any = None
-        self.channels: tuple[Any, list[int]] = (None, [])
+        self.channels: tuple[Any, Any] = (None, None)
 
     def decode(self, raw: memoryview, p: int) -> Any:
         """The value whose data start at byte ``p`` of ``raw`` (a new object)."""
@@ -271,17 +280,17 @@ class Layout:
         packed, wide, kind = self.cast
         return block.view(packed).astype(wide).view(kind)
 
-    def index(self, at: list[int], where: list[int], n: int) -> tuple[Any, Any, list[int]]:
+    def index(self, at: list[int], where: list[int], n: int) -> tuple[Any, Any, Any]:
         """For a gather of ``n`` channels of which those numbered ``where`` have their data at
-        ``at`` (their first bytes): the byte indices ``(k, size)`` of that data, the channel
-        numbers ``where`` as an array and the others' as a list; kept for the next call with
+        ``at`` (their first bytes): the byte indices ``(k, size)`` of that data, and the
+        channel numbers ``where`` and the others' as int arrays; kept for the next call with
         the same ``at`` and ``where``."""
         if at != self.at or where != self.where:
             np = sys.modules["numpy"]
             self.at, self.where = at, where
             self.idx = np.add.outer(np.array(at, np.intp), np.arange(self.size))
             others = sorted(set(range(n)) - set(where))
-            self.channels = (np.array(where, np.intp), others)
+            self.channels = (np.array(where, np.intp), np.array(others, np.intp))
         return self.idx, self.channels[0], self.channels[1]
 
 
@@ -325,7 +334,7 @@ class Arrived(Pending):
             self.at = 0
             self.shared = False
 
-    def rows(self, values: list[Any]) -> tuple[Any, Any, list[int]] | None:
+    def rows(self, values: list[Any]) -> tuple[Any, Any, Any] | None:
         lay = self.layout
         buf, head = self.buf, lay.head
         at: list[int] = []

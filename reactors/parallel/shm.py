@@ -17,7 +17,9 @@ Values, by kind:
 - a CPU torch tensor (no grad): one copy in, one copy out (``torch.from_numpy`` of a copy);
 - None, a bool, an int64 or a float: in the channel's inline cells (no pickle, no slot);
 - a small numpy array, a tuple or list of scalars, a small dict of scalars: in the inline cells
-  through the compact codec (:mod:`reactors.parallel.codec`: one copy in, one copy out, no pickle);
+  through the compact codec (:mod:`reactors.parallel.codec`: one copy in, one copy out, no
+  pickle); a reader leaves an array or a tuple there until it is read or gathered
+  (:class:`reactors.parallel.codec.Arrived`; the worker settles the rest before its ``DONE``);
 - anything else: ``pickle`` protocol 5, inline when it is small and has no out-of-band
   buffers, else in a slot with its out-of-band buffers, copied out by the reader.
 
