@@ -96,8 +96,8 @@ def gather_pending(name: str, values: list[Any]) -> np.ndarray | None:
     rows, there, here = got
     if not len(here):
         return rows
+    local = here.tolist()
     try:
-        local = here.tolist()
         mine = _stack(name, [values[i] for i in local], local)
     except ValueError:
         return None

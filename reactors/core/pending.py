@@ -18,8 +18,8 @@ class Pending:
 
     :attr:`reactors.core.port.Port.value` decodes it on the first read and keeps the value in
     its place; a multiport's ``gather`` takes all such rows in one copy (:meth:`rows`).
-    Everything in the runtime reads a port's value through ``Port.value`` (or :func:`loaded`),
-    never through ``_v`` alone, so that nothing else ever meets one.
+    Everything in the runtime reads a port's value through ``Port.value``, :func:`current` or
+    :func:`loaded`, never through ``_v`` alone, so that nothing else ever meets one.
     """
 
     __slots__ = ()
