@@ -42,6 +42,7 @@ BENCHMARKS = [
     "scale",
     "policy_lag",
     "env_engines",
+    "gather_rows",
 ]
 
 

@@ -11,36 +11,12 @@ import os
 import numpy as np
 import pytest
 
+from bench.gather_rows import Crossings
 from reactors.core.batched import BankPorts
 from reactors.core.pending import Pending, current
 from reactors.core.port import Multiport, Port
 from reactors.parallel import shm
 from reactors.parallel.codec import Arrived, settle
-from reactors.parallel.sync import Control
-
-
-class Crossings:
-    """``n`` crossings in one control block, written by worker 0 and read by worker 1."""
-
-    def __init__(self, n: int, prefix: str):
-        self.ctl = Control(bytearray(Control.size(2, n)), 2, n)
-        self.ctl.init()
-        self.src = [Port(f"env[{i}].obs") for i in range(n)]
-        self.dst = [Port(f"hub.obs[{i}]") for i in range(n)]
-        self.arrived: list[Arrived] = []
-        self.writers = [shm.Writer(self.ctl, i, (1,), p, prefix) for i, p in enumerate(self.src)]
-        self.readers = [
-            shm.Reader(self.ctl, i, 1, p, prefix, self.arrived) for i, p in enumerate(self.dst)
-        ]
-        self.seq = -1
-
-    def send(self, values: list) -> None:
-        """One tag: channel ``i`` carries ``values[i]`` (None: absent)."""
-        self.seq += 1
-        for src, dst, w, r, v in zip(self.src, self.dst, self.writers, self.readers, values):
-            src._v, src._p, dst._p = v, v is not None, False
-            w.publish(self.seq)
-            r.receive(self.seq)
 
 
 @pytest.fixture
