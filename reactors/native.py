@@ -48,6 +48,7 @@ MODULES = (
     "parallel.shm",
     "parallel.skipped_tags",
     "parallel.sync",
+    "parallel.tag_steps",
     "parallel.worker_connections",
     "parallel.worker_scheduler",
 )

@@ -64,8 +64,8 @@ from .sync import (
     ring_if_sleeping,
     wait,
 )
+from .tag_steps import TagSteps
 from .transport import Bell, ChannelReader, Idle, Waker
-from .worker_scheduler import WorkerScheduler
 
 if TYPE_CHECKING:
     from ..records.checkpoint import Resume
@@ -155,14 +155,14 @@ class Coordinator:
         self.engine = TagEngine(Timing(bool(fast), bool(keepalive), timeout, start_multiple), log)
         self.spin_ns = spin_ns
         self.idle = idle
-        self.worker: WorkerScheduler = None  # type: ignore[assignment]  # set by start()
+        self.worker: TagSteps = None  # type: ignore[assignment]  # set by start()
         self.revs = [0] * self.n
         self.seq = 0
         self.resume: Resume | None = None  # the snapshot the run resumes from (set by its worker)
 
     # ------------------------------------------------------------------ the run
 
-    def start(self, worker: WorkerScheduler) -> None:
+    def start(self, worker: TagSteps) -> None:
         """Wait until every worker is ready, choose the start time and publish tag 0."""
         self.worker = worker
         cells = self.cells
