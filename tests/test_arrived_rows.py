@@ -153,6 +153,16 @@ def test_absent_rows_take_the_fill(prefix):
     got = Multiport(x.dst, "hub.obs").gather(fill=-1.0)
     assert got.dtype == np.float32
     assert got.tolist() == [OBS[0].tolist(), [-1.0] * 4, OBS[2].tolist()]
+    # the present rows were taken in one copy, none decoded (nor switched to decoding)
+    assert isinstance(x.dst[0]._v, Arrived) and isinstance(x.dst[2]._v, Arrived)
+    x.send([None, STEPS[1], None])
+    settle(x.arrived)
+    x.send([STEPS[0], None, STEPS[2]])  # channel 1 holds an earlier tag's value: not a row
+    assert isinstance(x.dst[0]._v, Arrived)
+    got = Multiport(x.dst, "hub.step").gather(fill=0.0)
+    assert got.tobytes() == _plain([STEPS[0], (0.0, 0.0, 0.0), STEPS[2]]).tobytes()
+    with pytest.raises(ValueError, match=r"channel 1 is absent at this tag"):
+        Multiport(x.dst, "hub.step").gather()
 
 
 def test_a_bank_port_gathers_arrived_rows(prefix):

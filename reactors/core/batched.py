@@ -76,13 +76,34 @@ def gather(name: str, values: Sequence[Any], present: Sequence[bool], fill: Any)
     return out
 
 
-def gather_pending(name: str, values: list[Any]) -> np.ndarray | None:
-    """:func:`gather` of ``values`` (channels' ``_v``, all present, some
-    :class:`reactors.core.pending.Pending`) without decoding those: their rows in one copy
-    (:meth:`~reactors.core.pending.Pending.rows`), the others stacked as :func:`gather` stacks
-    them. None when there is no such value, or when they or the others do not make rows of
-    one shape and dtype (the caller then decodes them and calls :func:`gather`, which says
-    what is wrong)."""
+def gather_pending(
+    name: str, values: list[Any], present: Sequence[bool], fill: Any = None
+) -> np.ndarray | None:
+    """:func:`gather` of ``values`` (channels' ``_v``, some :class:`reactors.core.pending.Pending`;
+    ``present`` and ``fill`` as for :func:`gather`) without decoding those: their rows in one
+    copy (:meth:`~reactors.core.pending.Pending.rows`), the others stacked as :func:`gather`
+    stacks them, absent channels' rows ``fill``. None when no present value is pending, when
+    a channel is absent without ``fill`` or all are, or when the rows do not have one shape
+    and dtype (the caller then decodes them and calls :func:`gather`, which says what is
+    wrong)."""
+    import numpy as np
+
+    if all(present):
+        return _pending_rows(name, values)
+    if fill is None:
+        return None
+    rows = [i for i, p in enumerate(present) if p]
+    stacked = _pending_rows(name, [values[i] for i in rows]) if rows else None
+    if stacked is None:
+        return None
+    out = np.empty((len(values), *stacked.shape[1:]), stacked.dtype)
+    out[...] = fill
+    out[rows] = stacked
+    return out
+
+
+def _pending_rows(name: str, values: list[Any]) -> np.ndarray | None:
+    """:func:`gather_pending` of channels that are all present."""
     import numpy as np
 
     for v in values:
@@ -244,7 +265,7 @@ class BankPorts(list[Any]):
             )
         flat = [c for p in self for c in (p if _is_multiport(p) else (p,))]
         values, present = [c._v for c in flat], [c._p for c in flat]
-        out = gather_pending(name, values) if all(present) else None
+        out = gather_pending(name, values, present, fill)
         if out is None:
             out = gather(name, loaded(flat, values), present, fill)
         if not self or not _is_multiport(self[0]):

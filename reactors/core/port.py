@@ -174,10 +174,9 @@ class Multiport:
         numbers, booleans or strings.
         """
         values, present = self._values_and_presence()
-        if all(present):
-            rows = batched.gather_pending(self._name, values)
-            if rows is not None:
-                return rows
+        rows = batched.gather_pending(self._name, values, present, fill)
+        if rows is not None:
+            return rows
         return batched.gather(self._name, loaded(self._channels, values), present, fill)
 
     def present_mask(self) -> Any:
